@@ -1,0 +1,197 @@
+"""The token shard format and its manifest: the contract between `corpus` (writer) and `pretrain` (reader).
+
+A shard is llm.c's `.bin` layout so that other tools read it unchanged: a header of 256 little-endian int32
+(``[0]`` magic, ``[1]`` version, ``[2]`` token count, the rest zero), then the tokens. llm.c's two variants:
+
+* GPT-2 style, vocabulary < 65,536: magic 20240520, version 1, uint16 tokens;
+* Llama-3 style, larger vocabularies: magic 20240801, version 7, uint32 tokens.
+
+Every document starts with the tokenizer's BOS id. ``manifest.json`` beside the shards describes the set
+(see :class:`Manifest`); its ``tokenizer.sha256`` is what pretraining checks its vocabulary against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+FORMATS = {
+    "uint16": {"magic": 20240520, "version": 1, "dtype": np.uint16},
+    "uint32": {"magic": 20240801, "version": 7, "dtype": np.uint32},
+}
+MANIFEST_NAME = "manifest.json"
+MANIFEST_SCHEMA_VERSION = 1
+
+
+class ShardError(ValueError):
+    """A shard or manifest that does not match the format; the message names the file."""
+
+
+def dtype_for_vocab(vocab_size: int) -> str:
+    """The narrowest shard dtype that holds every id of a vocabulary of ``vocab_size``."""
+    return "uint16" if vocab_size <= 2**16 else "uint32"
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def encode_shard(tokens: np.ndarray, dtype: str) -> bytes:
+    """The bytes of a shard holding ``tokens`` (header + tokens)."""
+    fmt = FORMATS[dtype]
+    tokens = np.asarray(tokens)
+    if tokens.size and (tokens.min() < 0 or tokens.max() > np.iinfo(fmt["dtype"]).max):
+        raise ShardError(f"token ids out of range for {dtype}: min {tokens.min()}, max {tokens.max()}")
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[0], header[1], header[2] = fmt["magic"], fmt["version"], tokens.size
+    return header.tobytes() + tokens.astype(np.dtype(fmt["dtype"]).newbyteorder("<")).tobytes()
+
+
+def write_shard(path: str | os.PathLike, tokens: np.ndarray, dtype: str) -> None:
+    """Write one shard atomically."""
+    atomic_write_bytes(path, encode_shard(tokens, dtype))
+
+
+def read_header(path: str | os.PathLike) -> tuple[str, int]:
+    """Validate a shard's header and size; return ``(dtype, token_count)``."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_BYTES)
+    except FileNotFoundError:
+        raise ShardError(f"{path}: shard file is missing") from None
+    if len(raw) < HEADER_BYTES:
+        raise ShardError(f"{path}: {len(raw)} bytes, shorter than the {HEADER_BYTES}-byte header")
+    header = np.frombuffer(raw, dtype="<i4")
+    for dtype, fmt in FORMATS.items():
+        if header[0] == fmt["magic"]:
+            if header[1] != fmt["version"]:
+                raise ShardError(f"{path}: version {header[1]} with magic {header[0]}, expected {fmt['version']}")
+            count = int(header[2])
+            expected = HEADER_BYTES + count * np.dtype(fmt["dtype"]).itemsize
+            actual = path.stat().st_size
+            if actual != expected:
+                raise ShardError(f"{path}: header says {count} tokens ({expected} bytes) but file has {actual} bytes")
+            return dtype, count
+    raise ShardError(f"{path}: bad magic {header[0]}, expected one of {[f['magic'] for f in FORMATS.values()]}")
+
+
+def read_shard(path: str | os.PathLike) -> np.ndarray:
+    """The shard's tokens as a read-only memory map (no copy)."""
+    dtype, count = read_header(path)
+    return np.memmap(path, dtype=np.dtype(FORMATS[dtype]["dtype"]).newbyteorder("<"), mode="r",
+                     offset=HEADER_BYTES, shape=(count,))
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's content."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class TokenizerInfo:
+    """The tokenizer the shards were made with. ``spec`` is what `fertility.adapters.load_tokenizer` takes."""
+
+    spec: str
+    sha256: str
+    vocab_size: int
+    bos_id: int
+    eos_id: int | None = None
+
+
+@dataclass
+class ShardInfo:
+    """One shard. Train shards mix languages; validation shards hold one language each.
+
+    ``chars`` and ``bytes`` count the cleaned text of the shard's documents (BOS excluded); they are what
+    bits per character and bits per byte divide by.
+    """
+
+    file: str
+    split: str  # "train" or "val"
+    tokens: int
+    documents: int
+    tokens_by_language: dict[str, int]
+    language: str | None = None  # set on validation shards
+    chars: int = 0
+    bytes: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class Manifest:
+    """``manifest.json``: everything needed to read, verify and reproduce a shard set."""
+
+    tokenizer: TokenizerInfo
+    dtype: str
+    shards: list[ShardInfo]
+    seed: int = 0
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    filters: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+
+    def split(self, name: str, language: str | None = None) -> list[ShardInfo]:
+        """The shards of one split (and, for validation, one language), in order."""
+        return [s for s in self.shards if s.split == name and (language is None or s.language == language)]
+
+    def languages(self) -> list[str]:
+        return sorted({lang for s in self.shards for lang in s.tokens_by_language})
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, indent=2)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        atomic_write_bytes(Path(directory) / MANIFEST_NAME, self.to_json().encode())
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> Manifest:
+        path = Path(directory) / MANIFEST_NAME
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ShardError(f"{path}: no manifest; is {directory} a shard directory written by `corpus build`?") from None
+        except json.JSONDecodeError as e:
+            raise ShardError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from None
+        try:
+            tok = TokenizerInfo(**raw.pop("tokenizer"))
+            shards = [ShardInfo(**s) for s in raw.pop("shards")]
+            return cls(tokenizer=tok, shards=shards, **raw)
+        except (KeyError, TypeError) as e:
+            raise ShardError(f"{path}: does not match the manifest schema: {e}") from None
+
+    def verify(self, directory: str | os.PathLike) -> None:
+        """Check every shard's header, dtype and token count against the manifest; raise ShardError if not."""
+        for s in self.shards:
+            dtype, count = read_header(Path(directory) / s.file)
+            if dtype != self.dtype:
+                raise ShardError(f"{s.file}: dtype {dtype}, manifest says {self.dtype}")
+            if count != s.tokens:
+                raise ShardError(f"{s.file}: {count} tokens, manifest says {s.tokens}")
+            if sum(s.tokens_by_language.values()) != s.tokens:
+                raise ShardError(f"{s.file}: per-language counts sum to {sum(s.tokens_by_language.values())}, not {s.tokens}")
