@@ -1,0 +1,423 @@
+"""The run supervisor: a separate process with the authority to halt a training run.
+
+It reads only what the trainer writes, ``RUN/metrics.jsonl`` (one JSON object per step: step, loss, lr,
+grad_norm, tokens_per_s, mfu, time) and ``RUN/heartbeat.json`` (``{"step", "time", "pid"}``, rewritten
+atomically every step), and decides. The decisions are pure functions over a list of metric dicts
+(:func:`detect`, :func:`scan`, :func:`check_heartbeat`) so they are tested without any process;
+:func:`supervise` is the thin loop around them.
+
+The halt protocol (the trainer implements the other side):
+
+* the supervisor atomically writes ``RUN/halt_request.json``
+  ``{"reason", "evidence", "step", "action": "halt"|"rollback", "skip_batches": [first, last]}``;
+* on ``halt`` the trainer stops at the next step boundary, keeps its last good checkpoint, writes
+  ``RUN/halt.json`` ``{"reason", "evidence", "step", "last_good_checkpoint"}`` and exits with code 3;
+* on ``rollback`` it reloads the last good checkpoint, skips the batches of steps ``first..last`` and goes
+  on; its metrics then restart at an earlier step, and the supervisor forgets the abandoned steps;
+* a trainer whose heartbeat stalls cannot answer, so the supervisor terminates it itself (SIGTERM, then
+  SIGKILL after a grace period) and writes ``RUN/halt.json`` on its behalf.
+
+Every decision is also appended to ``RUN/supervisor.jsonl`` so a run's history can be read afterwards.
+
+Usage: ``python -m pretrain.supervisor --run RUN --trainer-pid PID [options]`` (``pretrain launch`` starts
+it; :func:`command` builds that argv from a :class:`SupervisorConfig`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from corpus.shards import atomic_write_bytes
+
+METRICS_NAME = "metrics.jsonl"
+HEARTBEAT_NAME = "heartbeat.json"
+HALT_REQUEST_NAME = "halt_request.json"
+HALT_NAME = "halt.json"
+LOG_NAME = "supervisor.jsonl"
+
+# Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last
+# good checkpoint without the offending batches is worth a try. A slow or hung trainer is not cured by that.
+ROLLBACK_REASONS = ("nonfinite_loss", "nonfinite_grad_norm", "loss_spike", "grad_norm_explosion")
+
+
+@dataclass
+class SupervisorConfig:
+    """Thresholds and policy. Defaults suit a real run; tests shrink the windows and timeouts."""
+
+    window: int = 100  # steps of history the spike and explosion tests compare the newest step against
+    min_history: int = 20  # no spike, explosion or collapse verdict before this many steps of history
+    spike_z: float = 6.0  # loss more than this many standard deviations above the window's trend
+    # Floor on the window's standard deviation, relative to its mean loss: a plateau with almost no noise
+    # would otherwise turn any wobble into a huge z-score.
+    spike_std_floor: float = 0.01
+    grad_explode_factor: float = 10.0  # grad norm above this multiple of the window's median
+    grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
+    throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
+    throughput_patience: int = 5  # ...for this many consecutive steps
+    throughput_warmup: int = 5  # first steps left out of the median (compilation, cold caches)
+    heartbeat_timeout_s: float = 600.0
+    poll_s: float = 2.0
+    grace_s: float = 30.0  # between SIGTERM and SIGKILL for a stalled trainer
+    halt_policy: str = "halt"  # or "rollback"
+    max_rollbacks: int = 3
+    rollback_skip_before: int = 0  # also skip this many batches before the offending step
+
+    def __post_init__(self) -> None:
+        if self.halt_policy not in ("halt", "rollback"):
+            raise ValueError(f"halt_policy must be 'halt' or 'rollback', got {self.halt_policy!r}")
+        for name in ("window", "min_history", "throughput_patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.throughput_fraction < 1:
+            raise ValueError(f"throughput_fraction must be in (0, 1), got {self.throughput_fraction}")
+
+
+@dataclass
+class Verdict:
+    """A decision to stop: why, at which step, the numbers that justify it, and the batches to blame."""
+
+    reason: str
+    step: int
+    evidence: dict[str, Any]
+    first_step: int  # first step of the offending range (== step unless the fault lasted several steps)
+
+    def skip_batches(self, cfg: SupervisorConfig) -> list[int]:
+        return [max(self.first_step - cfg.rollback_skip_before, 0), self.step]
+
+
+@dataclass
+class SupervisorState:
+    """What the loop remembers between polls."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    rollbacks: int = 0
+    started_at: float = field(default_factory=time.time)
+
+
+def as_float(value: Any) -> float:
+    """A metric value as a float; null and unparsable values (how strict JSON writers log NaN) become NaN."""
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _finite(values: list[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
+
+
+def check_nonfinite(records: list[dict[str, Any]]) -> Verdict | None:
+    """NaN or Inf in the newest step's loss or grad norm."""
+    rec = records[-1]
+    step = int(rec["step"])
+    for key, reason in (("loss", "nonfinite_loss"), ("grad_norm", "nonfinite_grad_norm")):
+        if key in rec and not math.isfinite(as_float(rec[key])):
+            return Verdict(reason, step, {key: str(rec[key]), "step": step}, step)
+    return None
+
+
+def check_loss_spike(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
+    """The newest loss more than ``spike_z`` standard deviations above the window's trend.
+
+    The z-score is taken against a straight line fitted to the window, not its plain mean: early in a
+    run the loss falls fast, and a plain standard deviation would then measure the fall, not the noise,
+    and hide a real spike.
+    """
+    window = [r for r in records[-cfg.window - 1:-1] if math.isfinite(as_float(r.get("loss")))]
+    if len(window) < cfg.min_history:
+        return None
+    steps = np.array([float(r["step"]) for r in window])
+    losses = np.array([as_float(r["loss"]) for r in window])
+    slope, intercept = np.polyfit(steps, losses, 1)
+    residual_std = float(np.std(losses - (slope * steps + intercept)))
+    step = int(records[-1]["step"])
+    expected = float(slope * step + intercept)
+    std = max(residual_std, cfg.spike_std_floor * abs(float(losses.mean())))
+    loss = as_float(records[-1].get("loss"))
+    z = (loss - expected) / std if std > 0 else 0.0
+    if z <= cfg.spike_z:
+        return None
+    return Verdict("loss_spike", step, {
+        "loss": loss, "expected_loss": expected, "window_std": std, "z": z, "threshold_z": cfg.spike_z,
+        "window_steps": [int(window[0]["step"]), int(window[-1]["step"])],
+    }, step)
+
+
+def check_grad_explosion(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
+    """The newest grad norm above ``grad_explode_factor`` x the window's median, or above ``grad_norm_max``."""
+    rec = records[-1]
+    if "grad_norm" not in rec:
+        return None
+    norm = as_float(rec["grad_norm"])
+    step = int(rec["step"])
+    if cfg.grad_norm_max is not None and norm > cfg.grad_norm_max:
+        return Verdict("grad_norm_explosion", step, {"grad_norm": norm, "grad_norm_max": cfg.grad_norm_max}, step)
+    history = _finite([as_float(r.get("grad_norm")) for r in records[-cfg.window - 1:-1]])
+    if len(history) < cfg.min_history:
+        return None
+    median = statistics.median(history)
+    if median > 0 and norm > cfg.grad_explode_factor * median:
+        return Verdict("grad_norm_explosion", step, {
+            "grad_norm": norm, "window_median": median, "ratio": norm / median,
+            "threshold_factor": cfg.grad_explode_factor,
+        }, step)
+    return None
+
+
+def check_throughput(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
+    """Tokens/s below ``throughput_fraction`` of the run's own median for ``throughput_patience`` steps.
+
+    The median is over every step after the warm-up and before the slow streak, so a collapse that
+    lasts does not drag its own yardstick down with it.
+    """
+    streak = records[-cfg.throughput_patience:]
+    reference = _finite([as_float(r.get("tokens_per_s"))
+                         for r in records[cfg.throughput_warmup:len(records) - cfg.throughput_patience]])
+    if len(streak) < cfg.throughput_patience or len(reference) < cfg.min_history:
+        return None
+    median = statistics.median(reference)
+    speeds = [as_float(r.get("tokens_per_s")) for r in streak]
+    if median <= 0 or not all(s < cfg.throughput_fraction * median for s in speeds):
+        return None
+    return Verdict("throughput_collapse", int(streak[-1]["step"]), {
+        "tokens_per_s": speeds, "run_median_tokens_per_s": median,
+        "threshold_fraction": cfg.throughput_fraction,
+    }, int(streak[0]["step"]))
+
+
+def detect(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
+    """Judge the newest step of ``records`` (the run's steps in order) against the ones before it."""
+    if not records:
+        return None
+    return (check_nonfinite(records) or check_grad_explosion(records, cfg)
+            or check_loss_spike(records, cfg) or check_throughput(records, cfg))
+
+
+def scan(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
+    """The first verdict over a whole metric history, as the live supervisor would have reached it."""
+    for i in range(1, len(records) + 1):
+        verdict = detect(records[:i], cfg)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def check_heartbeat(heartbeat: dict[str, Any] | None, now: float, started_at: float,
+                    timeout_s: float) -> Verdict | None:
+    """A trainer silent for longer than ``timeout_s``. Before its first beat, the clock starts with us."""
+    beat_time = as_float(heartbeat.get("time")) if heartbeat else math.nan
+    last = max(beat_time, started_at) if math.isfinite(beat_time) else started_at
+    silent = now - last
+    if silent <= timeout_s:
+        return None
+    step = int(heartbeat.get("step", -1)) if heartbeat else -1
+    return Verdict("heartbeat_stalled", step, {
+        "seconds_silent": round(silent, 3), "timeout_s": timeout_s,
+        "last_heartbeat": heartbeat,
+    }, step)
+
+
+def add_record(records: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """Append a step record; a step at or before the newest one means the trainer rolled back, so the
+    abandoned steps leave the history (the statistics describe the trajectory the run is on now)."""
+    step = int(record["step"])
+    while records and int(records[-1]["step"]) >= step:
+        records.pop()
+    records.append(record)
+
+
+class MetricsTail:
+    """Reads the lines appended to metrics.jsonl since the last call; holds back a half-written line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.line_no = 0
+        self.partial = b""
+
+    def read(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """New step records, and a warning for each line that is not a step record."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return [], []
+        self.offset += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        records, warnings = [], []
+        for raw in lines:
+            self.line_no += 1
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as e:
+                warnings.append(f"{self.path}:{self.line_no}: not valid JSON ({e.msg}); line ignored")
+                continue
+            if isinstance(rec, dict) and "step" in rec and "loss" in rec:
+                records.append(rec)
+        return records, warnings
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A small JSON file the other process rewrites atomically; None if absent or mid-replacement."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, allow_nan=False, default=str).encode())
+
+
+def log_event(run_dir: Path, event: str, **data: Any) -> None:
+    line = json.dumps({"time": time.time(), "event": event, **data}, default=str)
+    with open(run_dir / LOG_NAME, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie (exited, not yet reaped by its parent) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs (macOS): trust kill(0)
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def terminate(pid: int, grace_s: float) -> str:
+    """SIGTERM, then SIGKILL if ``pid`` still runs after ``grace_s``; return the signal that ended it."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return sig.name
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return sig.name
+            time.sleep(0.05)
+    return "unkillable"
+
+
+def _last_good_checkpoint(run_dir: Path) -> str | None:
+    from pretrain.checkpoint import latest_checkpoint
+
+    path = latest_checkpoint(run_dir)
+    return None if path is None else str(path)
+
+
+def request_halt(run_dir: Path, verdict: Verdict, state: SupervisorState, cfg: SupervisorConfig) -> str:
+    """Write halt_request.json for ``verdict``; return the action asked for."""
+    rollback = (cfg.halt_policy == "rollback" and verdict.reason in ROLLBACK_REASONS
+                and state.rollbacks < cfg.max_rollbacks)
+    action = "rollback" if rollback else "halt"
+    if rollback:
+        state.rollbacks += 1
+    request = {"reason": verdict.reason, "evidence": verdict.evidence, "step": verdict.step,
+               "action": action, "skip_batches": verdict.skip_batches(cfg)}
+    if cfg.halt_policy == "rollback" and not rollback and verdict.reason in ROLLBACK_REASONS:
+        request["evidence"] = {**verdict.evidence, "rollbacks_exhausted": state.rollbacks}
+    write_json(run_dir / HALT_REQUEST_NAME, request)
+    log_event(run_dir, "request", **request, rollbacks=state.rollbacks)
+    return action
+
+
+def halt_stalled_trainer(run_dir: Path, pid: int, verdict: Verdict, cfg: SupervisorConfig) -> None:
+    """End a trainer that no longer answers and write halt.json in its place."""
+    ended_by = terminate(pid, cfg.grace_s)
+    halt = {"reason": verdict.reason, "evidence": {**verdict.evidence, "ended_by": ended_by},
+            "step": verdict.step, "last_good_checkpoint": _last_good_checkpoint(run_dir),
+            "written_by": "supervisor"}
+    write_json(run_dir / HALT_NAME, halt)
+    log_event(run_dir, "terminated", **halt)
+
+
+def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig) -> int:
+    """Watch the run until the trainer exits; return 0, or 3 if the supervisor had to end the trainer."""
+    run_dir = Path(run_dir)
+    state = SupervisorState()
+    tail = MetricsTail(run_dir / METRICS_NAME)
+    log_event(run_dir, "start", trainer_pid=trainer_pid, config=asdict(cfg))
+    while pid_alive(trainer_pid):
+        new, warnings = tail.read()
+        for w in warnings:
+            log_event(run_dir, "warning", message=w)
+        # A request the trainer has not consumed yet stays the only one; judge again once it is gone.
+        pending = (run_dir / HALT_REQUEST_NAME).exists()
+        for rec in new:
+            add_record(state.records, rec)
+            if not pending:
+                verdict = detect(state.records, cfg)
+                if verdict is not None:
+                    request_halt(run_dir, verdict, state, cfg)
+                    pending = True
+        stalled = check_heartbeat(read_json(run_dir / HEARTBEAT_NAME), time.time(), state.started_at,
+                                  cfg.heartbeat_timeout_s)
+        if stalled is not None:
+            halt_stalled_trainer(run_dir, trainer_pid, stalled, cfg)
+            return 3
+        time.sleep(cfg.poll_s)
+    log_event(run_dir, "trainer_exited", trainer_pid=trainer_pid, steps_seen=len(state.records),
+              rollbacks=state.rollbacks)
+    return 0
+
+
+def command(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig) -> list[str]:
+    """The argv that starts a supervisor for ``run_dir`` with ``cfg`` (what ``pretrain launch`` runs)."""
+    argv = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid)]
+    for f in fields(SupervisorConfig):
+        value = getattr(cfg, f.name)
+        if value is not None:
+            argv += ["--" + f.name.replace("_", "-"), str(value)]
+    return argv
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One ``--option`` per :class:`SupervisorConfig` field, defaulting to the field's default."""
+    defaults = SupervisorConfig()
+    for f in fields(SupervisorConfig):
+        default = getattr(defaults, f.name)
+        kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], float)
+        choices = ("halt", "rollback") if f.name == "halt_policy" else None
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, choices=choices,
+                            help=f"(default: {default})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pretrain.supervisor", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", required=True, help="the run directory the trainer writes")
+    parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    run_dir = Path(args.run)
+    if not run_dir.is_dir():
+        parser.error(f"--run {run_dir}: no such directory")
+    cfg = SupervisorConfig(**{f.name: getattr(args, f.name) for f in fields(SupervisorConfig)})
+    return supervise(run_dir, args.trainer_pid, cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
