@@ -1,0 +1,175 @@
+"""Run configuration: one dataclass per concern (model, optimiser, data, training), and the named presets.
+
+A run is fully described by a :class:`RunConfig`; it is saved as ``RUN/config.json`` and inside every
+checkpoint, and ``--resume`` reads it back, so a resumed run cannot silently change its shape or schedule.
+Any field can be overridden from the command line with ``--set section.field=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pretrain.model import PRESETS as MODEL_PRESETS
+from pretrain.model import GPTConfig, model_config
+
+ModelConfig = GPTConfig
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the learning-rate schedule: linear warmup, then cosine or WSD (warmup-stable-decay)."""
+
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
+    warmup_steps: int = 700
+    schedule: str = "cosine"  # "cosine" | "wsd"
+    decay_fraction: float = 0.2  # wsd: the last fraction of max_steps decays linearly to the minimum
+    weight_decay: float = 0.1  # on matrices only; norms are not decayed
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("cosine", "wsd"):
+            raise ValueError(f"optim.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+
+
+@dataclass
+class DataConfig:
+    """Where the shards are and how they are cut into sequences."""
+
+    path: str = ""  # directory with manifest.json and the .bin shards
+    micro_batch: int = 16  # sequences per device per forward/backward
+    seq_len: int = 0  # 0 = the model's context length
+    tokenizer: str = ""  # optional: a tokenizer file or sha256 the manifest must match
+    eval_tokens: int = 65536  # per language, for the periodic validation during training
+
+
+@dataclass
+class TrainConfig:
+    """The loop: batch in tokens, length, logging, checkpoints, device and fault injection."""
+
+    out: str = ""
+    global_batch_tokens: int = 524288  # tokens per optimizer step, whatever the world size
+    max_steps: int = 15000  # 0 with a time budget: derived from the preflight's measured step time
+    time_budget_s: float = 0.0  # stop (and checkpoint) after this many seconds; 0 = no limit
+    eval_interval: int = 500
+    checkpoint_interval: int = 500
+    keep_last: int = 3  # step checkpoints kept besides the best
+    log_interval: int = 1  # tqdm/TensorBoard refresh; metrics.jsonl always gets every step
+    seed: int = 1337
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
+    dtype: str = "auto"  # "auto" (bf16 on CUDA, fp32 on CPU) | "bf16" | "fp32"
+    compile: str = "auto"  # "auto" (on CUDA) | "yes" | "no"
+    fsdp: str = "auto"  # under torchrun: "auto" (FSDP2 when DDP would not fit) | "yes" | "no"
+    threads: int = 0  # torch CPU threads; 0 = torch's default
+    tensorboard: bool = True
+    preflight_steps: int = 3  # measured optimizer steps in the preflight burst; 0 skips the burst
+    supervisor: bool = True
+    supervisor_args: list[str] = field(default_factory=list)
+    max_rollbacks: int = 3
+    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.faults
+
+
+@dataclass
+class RunConfig:
+    model_preset: str
+    model: GPTConfig
+    optim: OptimConfig
+    data: DataConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
+        return cls(model_preset=raw["model_preset"], model=GPTConfig(**raw["model"]),
+                   optim=OptimConfig(**raw["optim"]), data=DataConfig(**raw["data"]),
+                   train=TrainConfig(**raw["train"]))
+
+    @property
+    def seq_len(self) -> int:
+        return self.data.seq_len or self.model.block_size
+
+
+# Optimiser and batch settings of each preset; the model shape comes from pretrain.model.PRESETS.
+RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "bangla-0.4b": dict(
+        optim=dict(lr=3e-4, warmup_steps=700),
+        data=dict(micro_batch=16, eval_tokens=262144),
+        train=dict(global_batch_tokens=524288, max_steps=15000, eval_interval=500, checkpoint_interval=500),
+    ),
+    "tiny": dict(
+        optim=dict(lr=3e-3, warmup_steps=20, min_lr_ratio=0.1),
+        data=dict(micro_batch=16, eval_tokens=16384),
+        train=dict(global_batch_tokens=4096, max_steps=300, eval_interval=100, checkpoint_interval=100),
+    ),
+}
+
+
+def preset(name: str, vocab_size: int) -> RunConfig:
+    """The named preset for a tokenizer of ``vocab_size`` ids."""
+    if name not in RUN_PRESETS:
+        raise ValueError(f"unknown config {name!r}; known: {', '.join(RUN_PRESETS)}")
+    p = RUN_PRESETS[name]
+    return RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
+                     data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
+
+
+def _coerce(value: str, annotation: Any, key: str) -> Any:
+    """Parse a command-line string into the field's declared type."""
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return [v for v in value.split(",") if v]
+    if origin in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    try:
+        if annotation is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        return annotation(value)
+    except ValueError:
+        raise ValueError(f"--set {key}={value}: expected a {getattr(annotation, '__name__', annotation)}") from None
+
+
+def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
+    """Apply ``section.field=value`` strings (sections: model, optim, data, train); unknown keys are errors."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise ValueError(f"--set {item!r}: expected section.field=value, e.g. train.max_steps=100")
+        target = getattr(cfg, section, None)
+        if target is None or not dataclasses.is_dataclass(target):
+            raise ValueError(f"--set {item!r}: unknown section {section!r}; known: model, optim, data, train")
+        hints = typing.get_type_hints(type(target))
+        if name not in hints:
+            raise ValueError(f"--set {item!r}: {section} has no field {name!r}; known: {', '.join(hints)}")
+        setattr(target, name, _coerce(value, hints[name], key))
+    # Re-run validation (and derived defaults such as the SwiGLU width) on the edited sections.
+    cfg.model = GPTConfig(**{**asdict(cfg.model), **({"ffn_hidden": 0} if _shape_changed(cfg, overrides) else {})})
+    cfg.optim = OptimConfig(**asdict(cfg.optim))
+    return cfg
+
+
+def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
+    """Whether n_embd changed without an explicit ffn_hidden, so the SwiGLU width must be derived again."""
+    keys = {o.partition("=")[0] for o in overrides}
+    return "model.n_embd" in keys and "model.ffn_hidden" not in keys
+
+
+__all__ = ["MODEL_PRESETS", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
+           "TrainConfig", "apply_overrides", "preset"]
