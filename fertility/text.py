@@ -1,0 +1,250 @@
+"""Labelled text sources, streamed one document at a time with bounded memory.
+
+A source is a path or a hub dataset, labelled with a language:
+
+* ``.txt`` / ``.txt.gz``: one document per line; blank lines are skipped; ``Document.line`` is the physical line.
+* ``.jsonl`` / ``.jsonl.gz``: one JSON object per line; the document is its ``field`` (default ``text``).
+* ``.parquet``: the column ``field``; ``Document.line`` is the 1-based row.
+* a folder written by ``datasets.Dataset.save_to_disk`` (a ``DatasetDict`` folder uses ``split``).
+* ``hf:NAME``: ``datasets.load_dataset(NAME, config, split=split, streaming=True)``. NAME may also be a local
+  folder of data files laid out like a hub repository, which is how it is tested offline.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+HF_PREFIX = "hf:"
+_TEXT_SUFFIXES = (".txt", ".txt.gz")
+_JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
+_PARQUET_SUFFIXES = (".parquet",)
+_BATCH_ROWS = 1024
+
+
+class TextError(ValueError):
+    """Unreadable text input; the message names the file (and line where it applies) and what was expected."""
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """Where a language's text comes from; ``field`` is the JSONL field / parquet or dataset column."""
+
+    lang: str
+    spec: str
+    field: str = "text"
+    config: str | None = None
+    split: str = "train"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document; ``line`` is its 1-based line (text, JSONL) or row (parquet, datasets) in ``source``."""
+
+    text: str
+    source: str
+    line: int
+
+
+def parse_text_arg(arg: str) -> TextSource:
+    """Parse a CLI text argument into a :class:`TextSource`.
+
+    Grammar::
+
+        LANG=PATH                 .txt / .txt.gz / .jsonl / .parquet / a save_to_disk folder (field "text")
+        LANG=PATH:FIELD           the JSONL field, parquet or dataset column FIELD
+        LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]   a hub dataset, streamed (split "train", field "text")
+
+    A PATH that exists as given is taken whole even if it contains a colon.
+    """
+    lang, sep, rest = arg.partition("=")
+    lang = lang.strip()
+    if not sep or not lang or not rest:
+        raise TextError(f"text argument {arg!r}: expected LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG]")
+    return source_from_spec(rest, lang)
+
+
+def source_from_spec(spec: str, lang: str = "") -> TextSource:
+    """A :class:`TextSource` for ``spec`` (the part of a text argument after ``LANG=``)."""
+    if spec.startswith(HF_PREFIX):
+        name, config, split, field = (spec[len(HF_PREFIX):].split(":") + [None, None, None])[:4]
+        if not name:
+            raise TextError(f"text spec {spec!r}: expected hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
+        return TextSource(lang, HF_PREFIX + name, field or "text", config or None, split or "train")
+    if ":" in spec and not Path(spec).exists():
+        path, _, field = spec.rpartition(":")
+        if path and field and "/" not in field:
+            return TextSource(lang, path, field)
+    return TextSource(lang, spec)
+
+
+def iter_documents(
+    source: TextSource | str,
+    *,
+    max_chars: int | None = None,
+    errors: str = "strict",
+    counters: dict | None = None,
+) -> Iterator[Document]:
+    """Stream the documents of ``source`` (a :class:`TextSource` or a spec string such as ``data.jsonl:body``).
+
+    ``max_chars`` keeps whole documents, in file order, until at least that many characters have been
+    yielded: a deterministic sample (the head of the source). ``errors="strict"`` raises :class:`TextError`
+    on a line that is not UTF-8; ``errors="skip"`` skips it and counts it in ``counters["bad_utf8"]``.
+    ``counters`` (when given) also receives ``documents`` and ``chars``. A missing, empty or truncated
+    source, a bad JSON line or a missing field raises :class:`TextError` naming the file and line.
+    """
+    if errors not in ("strict", "skip"):
+        raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
+    if isinstance(source, str):
+        source = source_from_spec(source)
+    counters = counters if counters is not None else {}
+    for key in ("bad_utf8", "documents", "chars"):
+        counters.setdefault(key, 0)
+    chars = 0
+    found = False
+    for doc in _raw_documents(source, errors, counters):
+        found = True
+        counters["documents"] += 1
+        counters["chars"] += len(doc.text)
+        yield doc
+        chars += len(doc.text)
+        if max_chars is not None and chars >= max_chars:
+            return
+    if not found:
+        raise TextError(f"{source.spec}: no documents (empty file, or every line blank or skipped)")
+
+
+def _raw_documents(source: TextSource, errors: str, counters: dict) -> Iterator[Document]:
+    spec = source.spec
+    if spec.startswith(HF_PREFIX):
+        yield from _hub_documents(source)
+        return
+    path = Path(spec)
+    if not path.exists():
+        raise TextError(f"{spec}: no such file or directory (expected a text, JSONL or parquet file)")
+    name = path.name.lower()
+    if path.is_dir():
+        yield from _disk_dataset_documents(source, path)
+    elif name.endswith(_PARQUET_SUFFIXES):
+        yield from _parquet_documents(source, path)
+    elif name.endswith(_JSONL_SUFFIXES):
+        for text, line in _decoded_lines(path, errors, counters):
+            yield Document(_json_field(text, source.field, path, line), str(path), line)
+    else:
+        for text, line in _decoded_lines(path, errors, counters):
+            yield Document(text, str(path), line)
+
+
+def _decoded_lines(path: Path, errors: str, counters: dict) -> Iterator[tuple[str, int]]:
+    """Non-blank lines of a (possibly gzipped) UTF-8 file, without their line ends, with 1-based numbers."""
+    with _open_binary(path) as f:
+        line_no = 0
+        try:
+            for raw in f:
+                line_no += 1
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if errors == "skip":
+                        counters["bad_utf8"] += 1
+                        continue
+                    raise TextError(
+                        f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}); "
+                        "expected UTF-8 text (use errors='skip' to skip such lines)"
+                    ) from None
+                if line_no == 1:
+                    text = text.removeprefix("\ufeff")
+                text = text.rstrip("\r\n")
+                if text.strip():
+                    yield text, line_no
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            raise TextError(
+                f"{path}:{line_no + 1}: the gzip stream is truncated or corrupt ({e}); expected a complete .gz file"
+            ) from None
+
+
+def _open_binary(path: Path):
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def _json_field(line: str, field: str, path: Path, line_no: int) -> str:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise TextError(f"{path}:{line_no}: not a JSON object ({e.msg}); expected one JSON object per line") from None
+    if not isinstance(obj, dict) or field not in obj:
+        keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+        raise TextError(f"{path}:{line_no}: no field {field!r} (found {keys}); pass PATH:FIELD to choose one")
+    value = obj[field]
+    if not isinstance(value, str):
+        raise TextError(f"{path}:{line_no}: field {field!r} is {type(value).__name__}, expected a string")
+    return value
+
+
+def _column_documents(values: Iterable, where: str, field: str, start_row: int) -> Iterator[Document]:
+    for row, value in enumerate(values, start=start_row):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise TextError(f"{where}: row {row} column {field!r} is {type(value).__name__}, expected a string")
+        if value.strip():
+            yield Document(value, where, row)
+
+
+def _parquet_documents(source: TextSource, path: Path) -> Iterator[Document]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        raise TextError(f"{path}: not a readable parquet file ({e})") from None
+    names = pf.schema_arrow.names
+    if source.field not in names:
+        raise TextError(f"{path}: no column {source.field!r} (found {names}); pass PATH:COLUMN to choose one")
+    row = 1
+    for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[source.field]):
+        values = batch.column(0).to_pylist()
+        yield from _column_documents(values, str(path), source.field, row)
+        row += len(values)
+
+
+def _disk_dataset_documents(source: TextSource, path: Path) -> Iterator[Document]:
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as e:
+        raise TextError(f"{path}: not a folder written by datasets' save_to_disk ({e})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        if source.split not in ds:
+            raise TextError(f"{path}: no split {source.split!r} (found {sorted(ds)})")
+        ds = ds[source.split]
+    if source.field not in ds.column_names:
+        raise TextError(f"{path}: no column {source.field!r} (found {ds.column_names}); pass PATH:COLUMN")
+    row = 1
+    for batch in ds.select_columns([source.field]).iter(batch_size=_BATCH_ROWS):
+        values = batch[source.field]
+        yield from _column_documents(values, str(path), source.field, row)
+        row += len(values)
+
+
+def _hub_documents(source: TextSource) -> Iterator[Document]:
+    import datasets
+
+    name = source.spec[len(HF_PREFIX):]
+    try:
+        ds = datasets.load_dataset(name, source.config, split=source.split, streaming=True)
+    except Exception as e:  # datasets raises many unrelated types for "cannot find or read this dataset"
+        raise TextError(f"{source.spec}: cannot open dataset (config {source.config!r}, split {source.split!r}): {e}") from None
+    row = 0
+    for row, example in enumerate(ds, start=1):
+        if source.field not in example:
+            raise TextError(f"{source.spec}: row {row} has no field {source.field!r} (found {sorted(example)})")
+        yield from _column_documents([example[source.field]], source.spec, source.field, row)

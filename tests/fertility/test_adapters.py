@@ -1,0 +1,161 @@
+import gzip
+
+import pytest
+
+from fertility.adapters import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
+
+SENTENCE = "আমি বাংলায় গান গাই। I sing in Bengali."
+
+
+def check_contract(tok: Tokenizer, texts):
+    """encode_batch and encode_ids agree, and byte spans lie inside each text, in order."""
+    encoded = tok.encode_batch(texts)
+    assert [e.ids for e in encoded] == tok.encode_ids(texts)
+    for text, e in zip(texts, encoded, strict=True):
+        n = len(text.encode())
+        assert len(e.offsets) == len(e.ids) == len(e.unk) == len(e.byte_fallback)
+        assert all(0 <= s <= t <= n for s, t in e.offsets)
+        assert [s for s, _ in e.offsets] == sorted(s for s, _ in e.offsets)
+    return encoded
+
+
+def test_shipped_gpt2_byte_spans_tile_the_text(gpt2):
+    texts = [SENTENCE, "", "Hello  world\n", "ক্ষ্ম‌ য়"]
+    encoded = check_contract(gpt2, texts)
+    for text, e in zip(texts, encoded, strict=True):
+        raw = text.encode()
+        # byte-level BPE: each token's span is exactly its bytes, laid end to end
+        assert b"".join(raw[s:t] for s, t in e.offsets) == raw
+        assert gpt2.decode(e.ids) == text
+    assert gpt2.kind == "hf" and gpt2.vocab_size == 50257
+    assert gpt2.bos_id == gpt2.eos_id == gpt2.token_to_id("<|endoftext|>") == 50256
+
+
+def test_shipped_o200k_matches_tiktoken_and_published_hash(o200k, shipped_tokenizers):
+    import tiktoken
+
+    from fertility.adapters import O200K_PATTERN, read_tiktoken_ranks
+
+    ranks = read_tiktoken_ranks(shipped_tokenizers / "o200k_base" / "o200k_base.tiktoken.gz")
+    ref = tiktoken.Encoding("ref", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    texts = [SENTENCE, "নতুন দিল্লি, ২০২৩ সালে।", "plain English text"]
+    encoded = check_contract(o200k, texts)
+    for text, e in zip(texts, encoded, strict=True):
+        assert e.ids == ref.encode_ordinary(text)
+        assert [text.encode()[s:t] for s, t in e.offsets] == [ref.decode_single_token_bytes(i) for i in e.ids]
+    assert o200k.fingerprint == "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+    assert o200k.kind == "tiktoken" and o200k.vocab_size == 200019 and o200k.bos_id == 199999
+
+
+def test_special_token_strings_are_plain_text(gpt2, o200k):
+    for tok in (gpt2, o200k):
+        ids = tok.encode_ids(["a <|endoftext|> b"])[0]
+        assert tok.bos_id not in ids and len(ids) > 3
+        assert tok.decode(ids) == "a <|endoftext|> b"
+
+
+def test_pretokenize_spans(o200k, gpt2):
+    # o200k's pattern keeps a letter with its vowel signs (\p{M}) in one piece; GPT-2's splits them off.
+    word = "বাংলায়"
+    assert o200k.pretokenize(word) == [(0, len(word))]
+    assert len(gpt2.pretokenize(word)) > 1
+    assert [SENTENCE[a:b] for a, b in o200k.pretokenize(SENTENCE)][:3] == ["আমি", " বাংলায়", " গান"]
+
+
+def test_id_token_round_trip(gpt2, o200k):
+    for tok in (gpt2, o200k):
+        i = tok.encode_ids([" the"])[0][0]
+        assert tok.token_to_id(tok.id_to_token(i)) == i
+        assert tok.token_to_id("certainly-not-a-token-@@@") is None
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    "name, kind",
+    [("cl100k_base", "tiktoken"), ("llama3", "tiktoken"), ("anthropic-claude-legacy", "hf"),
+     ("bnlp-bn-spm", "sentencepiece"), ("llama2", "sentencepiece"), ("bangla-bert-base", "wordpiece")],
+)
+def test_each_kind_matches_its_own_library(shared_tok, shared_tokenizers, name, kind):
+    tok = shared_tok(name)
+    assert tok.kind == kind
+    texts = [SENTENCE, "কৃষ্ণ র‍্যাব উ‌ৎস ড়"]
+    encoded = check_contract(tok, texts)
+    path = shared_tokenizers / KNOWN_TOKENIZERS[name]
+    if kind == "sentencepiece":
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=str(path))
+        assert [e.ids for e in encoded] == [sp.encode(t) for t in texts]
+        assert tok.bos_id == sp.bos_id()
+        if name == "llama2":  # byte fallback: each byte piece covers one byte
+            e = encoded[0]
+            flagged = [i for i, f in enumerate(e.byte_fallback) if f]
+            assert flagged and all(sp.is_byte(e.ids[i]) for i in flagged)
+            assert all(e.offsets[i][1] - e.offsets[i][0] == 1 for i in flagged)
+    elif kind == "tiktoken":
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+
+        from fertility.adapters import CL100K_PATTERN, LLAMA3_PATTERN
+
+        pattern = CL100K_PATTERN if name == "cl100k_base" else LLAMA3_PATTERN
+        ref = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                special_tokens={})
+        assert [e.ids for e in encoded] == [ref.encode_ordinary(t) for t in texts]
+    elif kind == "hf":
+        from tokenizers import Tokenizer as HFTok
+
+        ref = HFTok.from_file(str(path))
+        assert [e.ids for e in encoded] == [ref.encode(t, add_special_tokens=False).ids for t in texts]
+    else:
+        from tokenizers.implementations import BertWordPieceTokenizer
+
+        ref = BertWordPieceTokenizer(str(path))
+        assert [e.ids for e in encoded] == [ref.encode(t, add_special_tokens=False).ids for t in texts]
+        assert sum(encoded[0].unk) == 3  # "I", "sing", "Bengali": no Latin word pieces in this vocabulary
+    assert tok.decode(encoded[1].ids)
+
+
+@pytest.mark.shared
+def test_known_names_resolve_through_env(monkeypatch, shared_tokenizers):
+    with pytest.raises(TokenizerLoadError, match="cl100k_base.*not found"):
+        load_tokenizer("cl100k_base")  # not shipped
+    monkeypatch.setenv("FERTILITY_TOKENIZER_DIR", str(shared_tokenizers))
+    tok = load_tokenizer("cl100k_base")
+    assert tok.fingerprint == "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+
+
+def test_load_by_path_and_gz(tmp_path, shipped_tokenizers, o200k, gpt2):
+    assert load_tokenizer(gpt2) is gpt2
+    by_dir = load_tokenizer(str(shipped_tokenizers / "gpt2"))
+    assert by_dir.encode_ids([SENTENCE]) == gpt2.encode_ids([SENTENCE])
+    # a tiktoken file under a name that says nothing: recognised by content, pattern by its hash
+    plain = tmp_path / "tokenizer.model"
+    plain.write_bytes(gzip.decompress((shipped_tokenizers / "o200k_base" / "o200k_base.tiktoken.gz").read_bytes()))
+    tok = load_tokenizer(str(plain))
+    assert tok.kind == "tiktoken" and tok.fingerprint == o200k.fingerprint
+    assert tok.encode_ids([SENTENCE]) == o200k.encode_ids([SENTENCE])
+
+
+def test_unknown_name_lists_known_ones_and_where_it_looked(tmp_path):
+    with pytest.raises(TokenizerLoadError) as err:
+        load_tokenizer("gpt5", tmp_path)
+    msg = str(err.value)
+    assert "unknown tokenizer name 'gpt5'" in msg and "o200k_base" in msg and str(tmp_path) in msg
+
+
+def test_missing_and_corrupt_files_name_the_file(tmp_path):
+    with pytest.raises(TokenizerLoadError, match="nothere.json: no such"):
+        load_tokenizer(str(tmp_path / "nothere.json"))
+    cases = {
+        "tokenizer.json": b'{"model": {"type": "BPE", "vocab": ',
+        "x.tiktoken": b"not base64 at all!\n",
+        "x.tiktoken.gz": gzip.compress(b"QQ== 0\nQg== 1\n")[:12],
+        "spm.model": b"\x00\x01garbage that is no protobuf",
+        "vocab.txt": b"",
+    }
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(TokenizerLoadError, match=name.replace(".", r"\.")):
+            load_tokenizer(str(path))

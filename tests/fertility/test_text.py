@@ -1,0 +1,103 @@
+import gzip
+import json
+
+import pytest
+
+from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
+
+
+def test_parse_text_arg_grammar(tmp_path):
+    assert parse_text_arg("bn=data/x.txt.gz") == TextSource("bn", "data/x.txt.gz")
+    assert parse_text_arg("bn=data.jsonl:content") == TextSource("bn", "data.jsonl", "content")
+    assert parse_text_arg("bn=hf:HuggingFaceFW/fineweb-2:ben_Beng") == TextSource(
+        "bn", "hf:HuggingFaceFW/fineweb-2", "text", "ben_Beng", "train")
+    assert parse_text_arg("en=hf:org/ds:cfg:validation:body") == TextSource(
+        "en", "hf:org/ds", "body", "cfg", "validation")
+    odd = tmp_path / "a:b.txt"
+    odd.write_text("x\n")
+    assert parse_text_arg(f"bn={odd}").spec == str(odd)  # an existing path with a colon is taken whole
+    for bad in ("bn", "=x.txt", "bn="):
+        with pytest.raises(TextError, match="LANG=PATH"):
+            parse_text_arg(bad)
+
+
+def test_txt_gz_streams_lines_with_numbers(sample_dir):
+    docs = list(iter_documents(str(sample_dir / "parallel" / "ben_Beng.txt.gz"), max_chars=200))
+    raw = gzip.decompress((sample_dir / "parallel" / "ben_Beng.txt.gz").read_bytes()).decode().split("\n")
+    assert [d.text for d in docs] == raw[: len(docs)]
+    assert [d.line for d in docs] == list(range(1, len(docs) + 1))
+    assert sum(len(d.text) for d in docs[:-1]) < 200 <= sum(len(d.text) for d in docs)
+
+
+def test_blank_lines_skipped_and_crlf_stripped(tmp_path):
+    p = tmp_path / "t.txt"
+    p.write_bytes("\ufeffএক\r\n\n   \nদুই\n".encode())
+    counters = {}
+    docs = list(iter_documents(TextSource("bn", str(p)), counters=counters))
+    assert docs == [Document("এক", str(p), 1), Document("দুই", str(p), 4)]
+    assert counters["documents"] == 2 and counters["chars"] == len("এক") + len("দুই") == 5
+
+
+def test_jsonl_field_and_errors(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text(json.dumps({"content": "আমি", "id": 1}) + "\n" + json.dumps({"content": "তুমি"}) + "\n")
+    assert [d.text for d in iter_documents(TextSource("bn", str(p), "content"))] == ["আমি", "তুমি"]
+    with pytest.raises(TextError, match=r"d\.jsonl:1: no field 'text'"):
+        list(iter_documents(TextSource("bn", str(p))))
+    p.write_text(json.dumps({"text": "ok"}) + "\n{broken\n")
+    with pytest.raises(TextError, match=r"d\.jsonl:2: not a JSON object"):
+        list(iter_documents(str(p)))
+
+
+def test_parquet_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"body": ["আমি", None, "তুমি"], "n": [1, 2, 3]}), p)
+    docs = list(iter_documents(parse_text_arg(f"bn={p}:body")))
+    assert [(d.text, d.line) for d in docs] == [("আমি", 1), ("তুমি", 3)]
+    with pytest.raises(TextError, match="no column 'text'"):
+        list(iter_documents(str(p)))
+
+
+@pytest.mark.slow  # importing `datasets` alone takes seconds
+def test_datasets_folder_and_hub_layout(tmp_path):
+    import datasets
+
+    folder = tmp_path / "saved"
+    datasets.Dataset.from_dict({"text": ["এক", "দুই", "তিন"]}).save_to_disk(str(folder))
+    assert [d.text for d in iter_documents(str(folder))] == ["এক", "দুই", "তিন"]
+    # hf:NAME goes through datasets.load_dataset(..., streaming=True); a local folder laid out like a hub repo
+    hub = tmp_path / "hubrepo" / "ben_Beng"
+    hub.mkdir(parents=True)
+    (hub / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ["আমি", "গান"]))
+    docs = list(iter_documents(TextSource("bn", f"hf:{tmp_path / 'hubrepo'}", config=None, split="train")))
+    assert [d.text for d in docs] == ["আমি", "গান"]
+
+
+def test_non_utf8_strict_and_skip(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes("ভালো\n".encode() + b"caf\xe9\n" + "শেষ\n".encode())
+    with pytest.raises(TextError, match=r"bad\.txt:2: not valid UTF-8"):
+        list(iter_documents(str(p)))
+    counters = {}
+    assert [d.text for d in iter_documents(str(p), errors="skip", counters=counters)] == ["ভালো", "শেষ"]
+    assert counters["bad_utf8"] == 1
+
+
+def test_truncated_gzip(tmp_path):
+    p = tmp_path / "cut.txt.gz"
+    data = gzip.compress(("বাংলা লেখা\n" * 5000).encode())
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TextError, match=r"cut\.txt\.gz:\d+: the gzip stream is truncated"):
+        list(iter_documents(str(p)))
+
+
+def test_missing_and_empty(tmp_path):
+    with pytest.raises(TextError, match=r"nope\.txt: no such file"):
+        list(iter_documents(str(tmp_path / "nope.txt")))
+    empty = tmp_path / "empty.txt.gz"
+    empty.write_bytes(gzip.compress(b"\n\n"))
+    with pytest.raises(TextError, match=r"empty\.txt\.gz: no documents"):
+        list(iter_documents(str(empty)))
