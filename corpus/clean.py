@@ -1,0 +1,155 @@
+"""Document cleaning: the canonical Unicode form, control characters and whitespace, then quality filters.
+
+Every step is counted in a ``collections.Counter`` the caller passes in, so the build report can say how many
+documents each step touched or dropped. The functions are pure otherwise: the same text, language and
+config always give the same result, which is what makes a build reproducible and resumable.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+import regex
+
+from corpus.normalize import normalize
+
+# Declared language -> Unicode script (the name the `regex` module knows) used by the script-purity filter.
+LANGUAGE_SCRIPTS = {
+    "bn": "Bengali", "as": "Bengali", "hi": "Devanagari", "mr": "Devanagari", "ne": "Devanagari",
+    "sa": "Devanagari", "en": "Latin", "de": "Latin", "fr": "Latin", "es": "Latin", "it": "Latin",
+    "pt": "Latin", "ro": "Latin", "tr": "Latin", "vi": "Latin", "id": "Latin", "ar": "Arabic", "ur": "Arabic",
+    "fa": "Arabic", "ru": "Cyrillic", "uk": "Cyrillic", "el": "Greek", "th": "Thai", "zh": "Han",
+    "ta": "Tamil", "te": "Telugu", "ml": "Malayalam", "kn": "Kannada", "gu": "Gujarati", "pa": "Gurmukhi",
+    "or": "Oriya", "si": "Sinhala", "he": "Hebrew", "ko": "Hangul", "am": "Ethiopic", "ka": "Georgian",
+    "hy": "Armenian", "my": "Myanmar",
+}
+# ISO 15924 codes, for language tags such as ``ben_Beng`` (the FLORES / fineweb-2 convention).
+ISO15924_SCRIPTS = {
+    "Beng": "Bengali", "Deva": "Devanagari", "Latn": "Latin", "Arab": "Arabic", "Cyrl": "Cyrillic",
+    "Grek": "Greek", "Thai": "Thai", "Hans": "Han", "Hant": "Han", "Taml": "Tamil", "Telu": "Telugu",
+    "Mlym": "Malayalam", "Knda": "Kannada", "Gujr": "Gujarati", "Guru": "Gurmukhi", "Orya": "Oriya",
+    "Sinh": "Sinhala", "Hebr": "Hebrew", "Hang": "Hangul", "Kore": "Hangul", "Ethi": "Ethiopic",
+    "Geor": "Georgian", "Armn": "Armenian", "Mymr": "Myanmar",
+}
+
+# C0/C1 controls except tab and newline, plus the BOM; ZWJ/ZWNJ (also format characters) must survive.
+_CONTROL = regex.compile(r"[\p{Cc}\uFEFF--[\t\n]]", flags=regex.V1)
+_HSPACE = regex.compile(r"[^\S\n]+")
+_SPACE_AROUND_NEWLINE = regex.compile(r" ?\n ?")
+_BLANK_LINES = regex.compile(r"\n{3,}")
+_LETTERS = regex.compile(r"[\p{L}\p{M}]+")
+_WORD = regex.compile(r"\w+")
+# U+FFFD, and UTF-8 read as cp1252/Latin-1: a lead byte shown as Â/Ã/à/â followed by a continuation byte
+# shown as a C1-range or cp1252 punctuation character (e.g. "à¦¬" for ব, "â€™" for ’, "Ã©" for é).
+_MOJIBAKE = regex.compile(
+    "\uFFFD|[\u00C2\u00C3\u00E0\u00E2][\u0080-\u00BF\u0152\u0153\u0160\u0161\u0178\u017D\u017E\u0192"
+    "\u02C6\u02DC\u2013\u2014\u2018-\u201E\u2020-\u2022\u2026\u2030\u2039\u203A\u20AC\u2122]"
+)
+
+
+@dataclass
+class CleanConfig:
+    """Thresholds of the quality filters. A document failing any of them is dropped."""
+
+    min_chars: int = 20
+    min_script_share: float = 0.75  # letters in the declared language's script / all letters
+    max_dup_line_share: float = 0.3  # characters in lines that occur more than once / all line characters
+    max_dup_ngram_share: float = 0.3  # words covered by repeated word n-grams / all words
+    ngram: int = 5
+    max_bad_char_share: float = 0.01  # replacement characters and mojibake sequences / characters
+
+
+def script_of(language: str) -> str | None:
+    """The script a declared language is written in (``bn`` -> Bengali, ``ben_Beng`` -> Bengali), or None."""
+    if "_" in language:
+        return ISO15924_SCRIPTS.get(language.split("_", 1)[1])
+    return LANGUAGE_SCRIPTS.get(language.split("-", 1)[0].lower())
+
+
+def canonicalize(text: str, counters: Counter | None = None) -> str:
+    """Canonical form, no control characters, single spaces, at most one blank line; counts what changed."""
+    counters = Counter() if counters is None else counters
+    out = normalize(text)
+    if out != text:
+        counters["changed_normalization"] += 1
+    stripped = _CONTROL.sub("", out)
+    if stripped != out:
+        counters["changed_control_chars"] += 1
+    spaced = _HSPACE.sub(" ", stripped.replace("\r\n", "\n").replace("\r", "\n"))
+    spaced = _BLANK_LINES.sub("\n\n", _SPACE_AROUND_NEWLINE.sub("\n", spaced)).strip()
+    if spaced != stripped:
+        counters["changed_whitespace"] += 1
+    return spaced
+
+
+@functools.cache
+def _script_letter(script: str) -> regex.Pattern:
+    return regex.compile(rf"[\p{{Script={script}}}&&[\p{{L}}\p{{M}}]]+", flags=regex.V1)
+
+
+def script_share(text: str, script: str) -> float:
+    """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters)."""
+    letters = sum(map(len, _LETTERS.findall(text)))
+    if not letters:
+        return 1.0
+    return sum(map(len, _script_letter(script).findall(text))) / letters
+
+
+def dup_line_share(text: str) -> float:
+    """Share of line characters in lines that occur more than once in the document."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    if len(lines) < 2:
+        return 0.0
+    counts = Counter(lines)
+    total = sum(len(line) for line in lines)
+    return sum(len(line) for line in lines if counts[line] > 1) / total
+
+
+def dup_ngram_share(text: str, n: int) -> float:
+    """Share of words covered by a word n-gram that occurs more than once in the document."""
+    words = _WORD.findall(text.lower())
+    if len(words) < 2 * n:
+        return 0.0
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    counts = Counter(grams)
+    covered = bytearray(len(words))
+    for i, gram in enumerate(grams):
+        if counts[gram] > 1:
+            covered[i:i + n] = b"\x01" * n
+    return sum(covered) / len(words)
+
+
+def bad_char_share(text: str) -> float:
+    """Share of characters that are U+FFFD or part of a mojibake sequence."""
+    if not text:
+        return 0.0
+    return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
+
+
+def quality_issue(text: str, language: str, config: CleanConfig) -> str | None:
+    """The name of the first quality filter ``text`` fails, or None when it passes them all."""
+    if len(text) < config.min_chars:
+        return "too_short"
+    if bad_char_share(text) > config.max_bad_char_share:
+        return "mojibake"
+    script = script_of(language)
+    if script is not None and script_share(text, script) < config.min_script_share:
+        return "script_purity"
+    if dup_line_share(text) > config.max_dup_line_share:
+        return "repeated_lines"
+    if dup_ngram_share(text, config.ngram) > config.max_dup_ngram_share:
+        return "repeated_ngrams"
+    return None
+
+
+def clean_document(text: str, language: str, config: CleanConfig, counters: Counter) -> str | None:
+    """Canonicalise ``text`` and apply the quality filters; None when dropped (counted as ``drop_<filter>``)."""
+    counters["documents_in"] += 1
+    cleaned = canonicalize(text, counters)
+    issue = quality_issue(cleaned, language, config)
+    if issue is not None:
+        counters[f"drop_{issue}"] += 1
+        return None
+    return cleaned

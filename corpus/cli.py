@@ -1,0 +1,180 @@
+"""The ``corpus`` command: ``build`` token shards, ``plan`` a mixture, ``inspect`` a shard directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from corpus.build import BuildConfig, BuildError, build, plan_only
+from corpus.clean import CleanConfig
+from corpus.dedup import DedupConfig
+from corpus.ingest import IngestConfig, IngestError
+from corpus.plan import PlanError, format_plan, parse_mix
+from corpus.report import corpus_table
+from corpus.shards import Manifest, ShardError
+from corpus.verify import format_summary, recount_languages, verify_shards
+from fertility.adapters import TokenizerLoadError, load_tokenizer
+from fertility.text import TextError
+
+
+def _count(text: str) -> int:
+    """Token and document counts accept ``2e9`` and ``2_000_000``."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != int(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole non-negative number")
+    return int(value)
+
+
+def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
+    d_clean, d_dedup = CleanConfig(), DedupConfig()
+    p.add_argument("--source", action="append", default=[], metavar="LANG=SPEC", required=True,
+                   help="a labelled source: LANG=PATH (.txt/.txt.gz one document per line, .jsonl, .parquet, a "
+                        "datasets folder), LANG=PATH:FIELD, or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]; repeat")
+    p.add_argument("--tokenizer", required=True, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
+    p.add_argument("--tokenizer-dir", help="where to look up tokenizer names first")
+    mix = p.add_mutually_exclusive_group(required=True)
+    mix.add_argument("--mix", help="language shares in tokens, e.g. bn=0.7,en=0.3 (must sum to 1)")
+    mix.add_argument("--temperature", type=float, help="shares ~ available tokens ** (1/T) instead of --mix")
+    p.add_argument("--tokens", type=_count, required=True, help="training tokens to plan, e.g. 2e9")
+    p.add_argument("--max-epochs", type=float, default=4.0, help="most repetitions of any source (default 4)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--val-tokens", type=_count, default=100_000, help="validation tokens per language (default 1e5)")
+    p.add_argument("--val-max-share", type=float, default=0.1,
+                   help="never hold out more than this share of a language (default 0.1)")
+    p.add_argument("--shard-tokens", type=_count, default=100_000_000, help="tokens per shard at most (default 1e8)")
+    p.add_argument("--compare-tokenizer", action="append", default=[], metavar="SPEC",
+                   help="also count tokens with this tokenizer in the report (e.g. gpt2); repeat")
+    p.add_argument("--bad-utf8", choices=("fail", "skip"), default="fail",
+                   help="a line that is not UTF-8: stop with its file and line (default), or skip and count it")
+    p.add_argument("--max-chars", type=_count, help="read only the first N characters of each source (whole documents)")
+    p.add_argument("--unit-docs", type=_count, default=1000, help="documents per work unit (default 1000)")
+    p.add_argument("--min-chars", type=int, default=d_clean.min_chars)
+    p.add_argument("--min-script-share", type=float, default=d_clean.min_script_share)
+    p.add_argument("--max-dup-line-share", type=float, default=d_clean.max_dup_line_share)
+    p.add_argument("--max-dup-ngram-share", type=float, default=d_clean.max_dup_ngram_share)
+    p.add_argument("--max-bad-char-share", type=float, default=d_clean.max_bad_char_share)
+    p.add_argument("--no-exact-dedup", action="store_true")
+    p.add_argument("--no-near-dedup", action="store_true")
+    p.add_argument("--near-dup-threshold", type=float, default=d_dedup.threshold)
+    p.add_argument("--out", required=out_required, help="the shard directory" if out_required else
+                   "keep the ingest in OUT/.work so that a later build into OUT reuses it")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _config(a: argparse.Namespace) -> BuildConfig:
+    clean = CleanConfig(min_chars=a.min_chars, min_script_share=a.min_script_share,
+                        max_dup_line_share=a.max_dup_line_share, max_dup_ngram_share=a.max_dup_ngram_share,
+                        max_bad_char_share=a.max_bad_char_share)
+    dedup = DedupConfig(exact=not a.no_exact_dedup, near=not a.no_near_dedup, threshold=a.near_dup_threshold)
+    ingest = IngestConfig(tokenizer=a.tokenizer, tokenizer_dir=a.tokenizer_dir,
+                          compare_tokenizers=a.compare_tokenizer, unit_docs=a.unit_docs, bad_utf8=a.bad_utf8,
+                          max_chars=a.max_chars, clean=clean, dedup=dedup)
+    return BuildConfig(sources=a.source, tokens=a.tokens, mix=parse_mix(a.mix) if a.mix else None,
+                       temperature=a.temperature, max_epochs=a.max_epochs, seed=a.seed, val_tokens=a.val_tokens,
+                       val_max_share=a.val_max_share, shard_tokens=a.shard_tokens, ingest=ingest)
+
+
+def _cmd_build(a: argparse.Namespace) -> int:
+    config = _config(a)
+    manifest, prepared = build(config, a.out, append=a.append, workers=a.workers, keep_work=a.keep_work,
+                               progress=not a.no_progress)
+    if prepared is None:
+        print(f"{a.out}: already built with these arguments; nothing to do")
+    else:
+        print(corpus_table(prepared, config.ingest.compare_tokenizers))
+        print()
+        print(format_plan(prepared.plan))
+        print()
+        print(f"report: {Path(a.out) / 'report.md'}")
+    print(format_summary(a.out, manifest))
+    return 0
+
+
+def _cmd_plan(a: argparse.Namespace) -> int:
+    config = _config(a)
+    prepared = plan_only(config, a.out, workers=a.workers, progress=not a.no_progress)
+    print(corpus_table(prepared, config.ingest.compare_tokenizers))
+    print()
+    print(format_plan(prepared.plan))
+    if a.json:
+        print(json.dumps(prepared.plan.to_dict(), indent=2))
+    return 0
+
+
+def _cmd_inspect(a: argparse.Namespace) -> int:
+    manifest = Manifest.load(a.dir)
+    print(format_summary(a.dir, manifest))
+    result = verify_shards(a.dir, manifest, hashes=not a.no_hashes, progress=not a.no_progress)
+    for problem in result.problems:
+        print(f"FAIL {problem}")
+    if result.ok:
+        print(f"OK: {result.shards} shards, {result.tokens:,} tokens match the manifest "
+              f"(headers, sizes, counts, BOS-delimited documents{'' if a.no_hashes else ', sha256'})")
+    ok = result.ok
+    if a.recount:
+        train = manifest.split("train")
+        tok = load_tokenizer(str(Path(a.dir) / manifest.tokenizer.spec))
+        if tok.fingerprint != manifest.tokenizer.sha256:
+            print(f"FAIL tokenizer at {manifest.tokenizer.spec} is not the one the shards were made with")
+            return 1
+        counts = recount_languages(a.dir, train, tok, manifest.tokenizer.bos_id, manifest.languages(),
+                                   progress=not a.no_progress)
+        total = sum(counts.values())
+        claimed: dict[str, int] = {}
+        for s in train:
+            for lang, n in s.tokens_by_language.items():
+                claimed[lang] = claimed.get(lang, 0) + n
+        target = manifest.plan.get("shares", {})
+        print("recount from decoded shard text (train):")
+        for lang, n in counts.items():
+            line = f"  {lang}: {n:,} tokens = {n / total:.4f}; manifest {claimed.get(lang, 0):,}"
+            if lang in target:
+                line += f"; plan {target[lang]:.4f} (off by {abs(n / total - target[lang]):.4f})"
+            print(line)
+        ok = ok and counts == claimed
+        if counts != claimed:
+            print("FAIL recounted per-language tokens differ from the manifest's")
+    return 0 if ok else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corpus", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="clean, dedup, mix in tokens and write token shards + manifest + report")
+    _add_build_args(b, out_required=True)
+    b.add_argument("--append", action="store_true",
+                   help="add shards to an existing shard directory (same tokenizer required)")
+    b.add_argument("--keep-work", action="store_true", help="keep OUT/.work (the tokenized units) after the build")
+    b.set_defaults(func=_cmd_build)
+    pl = sub.add_parser("plan", help="measure the sources and print the mixture plan; writes no shards")
+    _add_build_args(pl, out_required=False)
+    pl.add_argument("--json", action="store_true", help="also print the plan as JSON")
+    pl.set_defaults(func=_cmd_plan)
+    i = sub.add_parser("inspect", help="print a shard directory's manifest summary and verify its shards")
+    i.add_argument("dir")
+    i.add_argument("--recount", action="store_true",
+                   help="decode every training document and recount tokens per language by script")
+    i.add_argument("--no-hashes", action="store_true", help="skip the sha256 check of shard contents")
+    i.add_argument("--no-progress", action="store_true")
+    i.set_defaults(func=_cmd_inspect)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (BuildError, IngestError, PlanError, ShardError, TextError, TokenizerLoadError, ValueError) as e:
+        print(f"corpus {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

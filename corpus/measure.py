@@ -1,0 +1,84 @@
+"""Measure a corpus side by side in documents, characters, UTF-8 bytes and tokens of one or more tokenizers.
+
+The same text weighs differently in each unit: Bengali takes three bytes per character, and a tokenizer that
+splits Bengali marks from their letters spends several tokens per word. A mixture balanced in one unit is
+therefore unbalanced in the others; this table is where that shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Totals:
+    """Sizes of a set of documents. ``tokens`` is the build's tokenizer; ``compare`` the comparison ones."""
+
+    documents: int = 0
+    chars: int = 0
+    bytes: int = 0
+    tokens: int = 0
+    compare: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: Totals) -> None:
+        self.documents += other.documents
+        self.chars += other.chars
+        self.bytes += other.bytes
+        self.tokens += other.tokens
+        for name, n in other.compare.items():
+            self.compare[name] = self.compare.get(name, 0) + n
+
+    def units(self, tokenizer: str) -> dict[str, int]:
+        """Every size of these documents, keyed by unit name (``tokens:<tokenizer>`` for token counts)."""
+        out = {"documents": self.documents, "chars": self.chars, "bytes": self.bytes, f"tokens:{tokenizer}": self.tokens}
+        out.update({f"tokens:{name}": n for name, n in self.compare.items()})
+        return out
+
+
+def by_language(totals: dict[str, Totals], languages: dict[str, str]) -> dict[str, Totals]:
+    """Sum per-source totals into per-language totals (``languages`` maps source name -> language)."""
+    out: dict[str, Totals] = {}
+    for name, t in totals.items():
+        out.setdefault(languages[name], Totals()).add(t)
+    return dict(sorted(out.items()))
+
+
+def shares(totals: dict[str, Totals], tokenizer: str) -> dict[str, dict[str, float]]:
+    """For each unit, each key's share of the whole: ``{"bytes": {"bn": 0.49, "en": 0.51}, ...}``."""
+    out: dict[str, dict[str, float]] = {}
+    for key, t in totals.items():
+        for unit, n in t.units(tokenizer).items():
+            out.setdefault(unit, {})[key] = n
+    return {unit: {k: (n / sum(v.values()) if sum(v.values()) else 0.0) for k, n in v.items()} for unit, v in out.items()}
+
+
+def format_table(title: str, totals: dict[str, Totals], tokenizer: str) -> str:
+    """A text table: one row per key, each unit's count and share of the total."""
+    if not totals:
+        return f"{title}: (empty)"
+    share = shares(totals, tokenizer)
+    units = list(next(iter(totals.values())).units(tokenizer))
+    width = max(len(k) for k in totals) + 2
+    header = f"{title:<{width}}" + "".join(f"{u[:22]:>24}" for u in units)
+    rows = [header]
+    for key, t in totals.items():
+        cells = "".join(f" {n:>16,} {share[u][key]:>6.1%}" for u, n in t.units(tokenizer).items())
+        rows.append(f"{key:<{width}}{cells}")
+    return "\n".join(rows)
+
+
+def group_totals(rows: np.ndarray, group: np.ndarray, names: list[str], *, chars: np.ndarray, bytes: np.ndarray,
+                 tokens: np.ndarray, compare: np.ndarray, compare_names: list[str]) -> dict[str, Totals]:
+    """Sizes of the documents ``rows`` (repeats count again), grouped by ``names[group[row]]``.
+
+    ``tokens``/``compare`` are per-document token counts; documents with the same name are summed.
+    """
+    out: dict[str, Totals] = {}
+    for k, name in enumerate(names):
+        sel = rows[group[rows] == k]
+        out.setdefault(name, Totals()).add(Totals(
+            documents=len(sel), chars=int(chars[sel].sum()), bytes=int(bytes[sel].sum()), tokens=int(tokens[sel].sum()),
+            compare={c: int(compare[sel, j].sum()) for j, c in enumerate(compare_names)}))
+    return dict(sorted(out.items()))

@@ -1,0 +1,174 @@
+"""The build report: ``report.json`` (stable schema), ``report.md`` and ``shares.png`` in the shard directory.
+
+It shows what cleaning and dedup removed per source, the corpus side by side in characters, bytes and tokens
+(of the build's tokenizer and any comparison tokenizers), the plan, and what the shards hold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from corpus.measure import Totals, format_table, group_totals, shares
+from corpus.plan import format_plan
+from corpus.shards import Manifest, ShardInfo, atomic_write_bytes
+
+if TYPE_CHECKING:
+    from corpus.build import BuildConfig, Prepared
+
+REPORT_SCHEMA_VERSION = 1
+
+
+def measure_prepared(prepared: Prepared, rows: np.ndarray, by: str, compare: list[str]) -> dict[str, Totals]:
+    """Sizes of ``rows`` of the prepared document table, per source (``by="source"``) or per language."""
+    t = prepared.table
+    names = [s.name for s in prepared.states]
+    groups = t.source
+    if by == "language":
+        languages = sorted({s.language for s in prepared.states})
+        names = languages
+        groups = np.array([languages.index(s.language) for s in prepared.states], dtype=np.int32)[t.source] \
+            if len(t.source) else t.source
+    return group_totals(rows, groups, names, chars=t.chars, bytes=t.bytes, tokens=t.tokens - 1, compare=t.compare,
+                        compare_names=compare)
+
+
+def _jsonable(totals: dict[str, Totals]) -> dict:
+    return {k: asdict(v) for k, v in totals.items()}
+
+
+def report_dict(manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepared, train_rows: np.ndarray,
+                config: BuildConfig) -> dict:
+    """Everything the report shows, as JSON-ready data (``new_shards``: the shards this build wrote)."""
+    compare = list(config.ingest.compare_tokenizers)
+    everything = np.arange(len(prepared.table.tokens))
+    corpus = measure_prepared(prepared, everything, "language", compare)
+    train = measure_prepared(prepared, train_rows, "language", compare)
+    val = {lang: measure_prepared(prepared, rows, "language", compare).get(lang, Totals())
+           for lang, rows in prepared.val.items()}
+    new_train = [s for s in new_shards if s.split == "train"]
+    shard_tokens: dict[str, int] = {}
+    for s in new_train:
+        for lang, n in s.tokens_by_language.items():
+            shard_tokens[lang] = shard_tokens.get(lang, 0) + n
+    total = sum(shard_tokens.values())
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "tokenizer": asdict(manifest.tokenizer),
+        "compare_tokenizers": compare,
+        "sources": [{"name": s.name, "language": s.language, "counters": dict(sorted(s.counters.items())),
+                     "kept": asdict(measure_prepared(prepared, everything, "source", compare)[s.name])}
+                    for s in prepared.states],
+        "corpus": _jsonable(corpus),
+        "corpus_shares": shares(corpus, prepared.tokenizer_name),
+        "train": _jsonable(train),
+        "train_shares": shares(train, prepared.tokenizer_name),
+        "validation": _jsonable(val),
+        "plan": prepared.plan.to_dict(),
+        "shards": {"train_tokens_by_language": shard_tokens,
+                   "train_shares_with_bos": {k: v / total for k, v in shard_tokens.items()} if total else {},
+                   "train_shards": len(new_train), "val_shards": len(new_shards) - len(new_train),
+                   "total_shards_in_manifest": len(manifest.shards)},
+    }
+
+
+def _md_table(title: str, totals: dict[str, Totals], label: str) -> list[str]:
+    if not totals:
+        return [f"_{title}: empty_", ""]
+    share = shares(totals, label)
+    units = list(next(iter(totals.values())).units(label))
+    lines = [f"| {title} | " + " | ".join(units) + " |", "|---|" + "---:|" * len(units)]
+    for key, t in totals.items():
+        cells = [f"{n:,} ({share[u][key]:.1%})" for u, n in t.units(label).items()]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def report_markdown(data: dict, prepared: Prepared, train_rows: np.ndarray, compare: list[str]) -> str:
+    """The report as Markdown."""
+    everything = np.arange(len(prepared.table.tokens))
+    tok = data["tokenizer"]
+    lines = ["# Corpus build report", "",
+             f"Tokenizer `{tok['spec']}` (sha256 `{tok['sha256'][:16]}…`, vocabulary {tok['vocab_size']:,}, "
+             f"BOS {tok['bos_id']}); `tokens:{prepared.tokenizer_name}` counts its tokens without BOS"
+             + (f"; comparison: {', '.join(f'`tokens:{c}`' for c in compare)}" if compare else "") + ".", "",
+             "## Cleaning and dedup per source", "",
+             "| source | lang | " + " | ".join(_counter_keys(data)) + " |",
+             "|---|---|" + "---:|" * len(_counter_keys(data))]
+    for s in data["sources"]:
+        lines.append(f"| {s['name']} | {s['language']} | "
+                     + " | ".join(f"{s['counters'].get(k, 0):,}" for k in _counter_keys(data)) + " |")
+    lines += ["", "## The kept corpus, side by side (share of the column in brackets)", ""]
+    lines += _md_table("source", measure_prepared(prepared, everything, "source", compare), prepared.tokenizer_name)
+    lines += _md_table("language", measure_prepared(prepared, everything, "language", compare),
+                       prepared.tokenizer_name)
+    lines += ["## The training split (documents repeated as planned)", ""]
+    lines += _md_table("language", measure_prepared(prepared, train_rows, "language", compare),
+                       prepared.tokenizer_name)
+    lines += ["## Plan", "", "```", format_plan(prepared.plan), "```", "",
+              "## Shards", "",
+              f"{data['shards']['train_shards']} training shards, shares with BOS: "
+              + ", ".join(f"{k}={v:.4f}" for k, v in data["shards"]["train_shares_with_bos"].items())
+              + f"; {data['shards']['val_shards']} validation shards.", "", "![shares](shares.png)", ""]
+    return "\n".join(lines)
+
+
+def _counter_keys(data: dict) -> list[str]:
+    keys = sorted({k for s in data["sources"] for k in s["counters"]})
+    first = [k for k in ("documents_in", "bad_utf8") if k in keys]
+    last = [k for k in ("documents_kept",) if k in keys]
+    return first + [k for k in keys if k not in first + last] + last
+
+
+def plot_shares(data: dict, path: Path) -> None:
+    """Stacked bars: each language's share of the corpus and of the training split, in every unit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, key, title in ((axes[0], "corpus_shares", "kept corpus"), (axes[1], "train_shares", "training split")):
+        table = {u: v for u, v in data[key].items() if u != "documents"}
+        units = list(table)
+        bottom = np.zeros(len(units))
+        languages = sorted({lang for v in table.values() for lang in v})
+        for lang in languages:
+            values = np.array([table[u].get(lang, 0.0) for u in units])
+            ax.bar(units, values, bottom=bottom, label=lang)
+            for x, (b, v) in enumerate(zip(bottom, values, strict=True)):
+                if v > 0.04:
+                    ax.text(x, b + v / 2, f"{v:.0%}", ha="center", va="center", fontsize=8)
+            bottom += values
+        ax.set_title(title)
+        ax.tick_params(axis="x", labelrotation=20)
+    axes[0].set_ylabel("share")
+    axes[1].legend(loc="upper right", fontsize=8)
+    fig.suptitle("The same text in characters, bytes and tokens")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out_dir: Path, manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepared,
+                 train_rows: np.ndarray, config: BuildConfig) -> dict:
+    """Write ``report.json``, ``report.md`` and ``shares.png`` into ``out_dir``; returns the JSON data."""
+    data = report_dict(manifest, new_shards, prepared, train_rows, config)
+    atomic_write_bytes(out_dir / "report.json", json.dumps(data, ensure_ascii=False, indent=2).encode())
+    md = report_markdown(data, prepared, train_rows, list(config.ingest.compare_tokenizers))
+    atomic_write_bytes(out_dir / "report.md", md.encode())
+    plot_shares(data, out_dir / "shares.png")
+    return data
+
+
+def corpus_table(prepared: Prepared, compare: list[str]) -> str:
+    """The kept corpus per source and per language, as a terminal table."""
+    everything = np.arange(len(prepared.table.tokens))
+    return "\n\n".join([
+        format_table("source", measure_prepared(prepared, everything, "source", compare), prepared.tokenizer_name),
+        format_table("language", measure_prepared(prepared, everything, "language", compare), prepared.tokenizer_name),
+    ])
