@@ -1,1 +1,18 @@
+"""fertility: how a tokenizer treats each script and language (chars/token, ceilings, premiums, traps).
 
+    import fertility
+    report = fertility.analyze(["gpt2", "o200k_base"], {"bn": bangla_docs, "en": english_docs})
+    report.tokenizer("gpt2").scripts["Bengali"].chars_per_token
+    fertility.write_report(report, "out/fertility")
+"""
+
+from fertility.adapters import Tokenizer, TokenizerLoadError, load_tokenizer
+from fertility.analysis import Report, TokenizerReport, analyze
+from fertility.metrics import Metrics
+from fertility.report import write_report
+from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
+
+__all__ = [
+    "Document", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
+    "TokenizerReport", "analyze", "iter_documents", "load_tokenizer", "parse_text_arg", "write_report",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from fertility.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""``fertility report``: measure tokenizers on labelled text and write a report.
+
+    fertility report --tokenizer gpt2 --tokenizer o200k_base \\
+        --text bn=data/sample/bn/literature-bnarchive.txt.gz --text en=data/sample/en/wiki-en-chinapedia.txt.gz \\
+        --parallel bn=ben.txt.gz --parallel en=eng.txt.gz --reference en --max-chars 400000 --out out/fertility
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV, TokenizerLoadError
+from fertility.analysis import analyze
+from fertility.report import terminal_table, write_report
+from fertility.text import TextError, parse_text_arg
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fertility", description="How tokenizers treat each script and language.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html")
+    rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC",
+                     help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
+    rep.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
+                     help="labelled text: LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
+    rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH",
+                     help="line-aligned parallel text, one file per language (for the premium)")
+    rep.add_argument("--reference", default="en", help="the parallel language premiums are measured against")
+    rep.add_argument("--max-chars", type=int, default=None, metavar="N",
+                     help="read only the first N characters (whole documents) of each source")
+    rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
+                     help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
+    rep.add_argument("--out", required=True, metavar="DIR", help="the report folder (replaced only on success)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        texts = [parse_text_arg(a) for a in args.text]
+        parallel = {}
+        for arg in args.parallel:
+            source = parse_text_arg(arg)
+            if source.lang in parallel:
+                raise TextError(f"--parallel {arg}: language {source.lang!r} given twice")
+            parallel[source.lang] = source
+        if args.max_chars is not None and args.max_chars <= 0:
+            raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
+        report = analyze(args.tokenizer, texts, parallel=parallel or None, reference=args.reference,
+                         max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir, progress=not args.no_progress)
+    except (TextError, TokenizerLoadError) as e:
+        print(f"fertility: error: {e}", file=sys.stderr)
+        return 2
+    print(terminal_table(report))
+    out = write_report(report, args.out)
+    print(f"report: {out / 'report.html'} (also report.md, report.json)")
+    return 0

@@ -1,0 +1,102 @@
+"""Tokenization premium on line-aligned parallel text (Petrov et al. 2023).
+
+The premium of a language against a reference is how many more tokens the same content costs: the ratio of
+total tokens, and the median over sentences of the per-sentence token ratio (robust to a few long lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fertility.adapters import Tokenizer
+from fertility.text import Document, TextError, TextSource, iter_documents
+
+ENCODE_BATCH = 1024
+
+
+class ParallelError(TextError):
+    """Parallel files that are not line-aligned; the message names both files and their line counts."""
+
+
+@dataclass
+class ParallelText:
+    """Line-aligned sentences per language (sentence i of every language says the same thing)."""
+
+    sentences: dict[str, list[str]]
+    sources: dict[str, str]
+
+
+@dataclass
+class ParallelMetrics:
+    """One language on the parallel text under one tokenizer."""
+
+    sentences: int
+    chars: int
+    tokens: int
+    chars_per_token: float
+    premium: float  # total tokens / the reference's total tokens
+    median_premium: float  # median over sentences of tokens / the reference's tokens
+
+    def to_dict(self) -> dict:
+        return {k: round(v, 6) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+
+
+def read_parallel(sources: Mapping[str, str | TextSource], max_chars: int | None = None) -> ParallelText:
+    """Read line-aligned files; a different number of lines (or different blank lines) is a :class:`ParallelError`.
+
+    With ``max_chars``, every language keeps the same first N sentences, N set by the first language.
+    """
+    docs: dict[str, list[Document]] = {}
+    names: dict[str, str] = {}
+    for lang, src in sources.items():
+        source = src if isinstance(src, TextSource) else TextSource(lang, str(src))
+        docs[lang] = list(iter_documents(source))
+        names[lang] = source.spec
+    langs = list(docs)
+    first = langs[0]
+    keep = len(docs[first])
+    if max_chars is not None:
+        total = np.cumsum([len(d.text) for d in docs[first]])
+        keep = int(min(np.searchsorted(total, max_chars) + 1, len(docs[first])))
+    for lang in langs[1:]:
+        a, b = docs[first], docs[lang]
+        lines_a = [d.line for d in a]
+        lines_b = [d.line for d in b]
+        if lines_a != lines_b:
+            raise ParallelError(
+                f"parallel files are not line-aligned: {names[first]} has {len(a)} non-blank lines "
+                f"(last line {lines_a[-1] if lines_a else 0}), {names[lang]} has {len(b)} "
+                f"(last line {lines_b[-1] if lines_b else 0}); expected the same lines in both"
+            )
+    return ParallelText({lang: [d.text for d in d_list[:keep]] for lang, d_list in docs.items()}, names)
+
+
+def premium(tok: Tokenizer, text: ParallelText, reference: str) -> dict[str, ParallelMetrics]:
+    """Each language's chars/token and premium against ``reference`` on ``text``, under ``tok``."""
+    if reference not in text.sentences:
+        raise ParallelError(f"reference language {reference!r} is not among the parallel files "
+                            f"({', '.join(text.sentences)}); pass --parallel {reference}=PATH")
+    counts = {lang: _token_counts(tok, sents) for lang, sents in text.sentences.items()}
+    ref = counts[reference]
+    out = {}
+    for lang, c in counts.items():
+        ok = ref > 0
+        out[lang] = ParallelMetrics(
+            sentences=int(c.size),
+            chars=int(sum(map(len, text.sentences[lang]))),
+            tokens=int(c.sum()),
+            chars_per_token=float(sum(map(len, text.sentences[lang])) / c.sum()) if c.sum() else 0.0,
+            premium=float(c.sum() / ref.sum()) if ref.sum() else 0.0,
+            median_premium=float(np.median(c[ok] / ref[ok])) if ok.any() else 0.0,
+        )
+    return out
+
+
+def _token_counts(tok: Tokenizer, sentences: Sequence[str]) -> np.ndarray:
+    counts: list[int] = []
+    for i in range(0, len(sentences), ENCODE_BATCH):
+        counts.extend(map(len, tok.encode_ids(sentences[i:i + ENCODE_BATCH])))
+    return np.asarray(counts, dtype=np.int64)

@@ -1,0 +1,127 @@
+"""The report's figures (matplotlib, Agg), each returned as PNG bytes.
+
+* chars/token by script and tokenizer;
+* achieved chars/token against the pre-tokenizer's ceiling, per script;
+* premium by language against the reference (parallel text);
+* the balance view: shares of characters, bytes and tokens per language.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+
+from fertility.analysis import Report  # noqa: E402
+
+# Scripts under this share of the analysed characters are left out of the figures (they stay in the JSON).
+MIN_PLOT_SHARE = 0.005
+
+
+def main_scripts(report: Report) -> list[str]:
+    """Scripts with at least ``MIN_PLOT_SHARE`` of the characters, most characters first."""
+    if not report.tokenizers:
+        return []
+    scripts = report.tokenizers[0].scripts
+    total = sum(m.chars for m in scripts.values()) or 1
+    keep = [s for s, m in scripts.items() if m.chars / total >= MIN_PLOT_SHARE and s not in ("Common", "Unknown")]
+    return keep or list(scripts)[:1]
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], fmt: str = "{:.2f}") -> None:
+    width = 0.8 / max(len(series), 1)
+    x = np.arange(len(groups))
+    for i, (label, values) in enumerate(series.items()):
+        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label)
+        ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=7, padding=1)
+    ax.set_xticks(x, groups)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def chars_per_token_figure(report: Report) -> bytes:
+    """Grouped bars: chars/token of each script under each tokenizer."""
+    scripts = main_scripts(report)
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(scripts) * max(1, len(report.tokenizers)) / 2), 3.6))
+    series = {t.name: [t.scripts[s].chars_per_token if s in t.scripts else 0.0 for s in scripts]
+              for t in report.tokenizers}
+    _grouped_bars(ax, scripts, series)
+    ax.set_ylabel("characters per token")
+    ax.set_title("Characters per token, by script (higher is better)")
+    return _png(fig)
+
+
+def ceiling_figure(report: Report) -> bytes:
+    """Per script: achieved chars/token (bars) against the pre-tokenizer ceiling (outlined bars)."""
+    scripts = main_scripts(report)
+    fig, axes = plt.subplots(1, len(scripts), figsize=(3.2 * len(scripts) + 1, 3.6), squeeze=False)
+    names = [t.name for t in report.tokenizers]
+    x = np.arange(len(names))
+    for ax, script in zip(axes[0], scripts, strict=True):
+        achieved = [t.scripts[script].chars_per_token if script in t.scripts else 0.0 for t in report.tokenizers]
+        ceiling = [t.scripts[script].pretoken_ceiling if script in t.scripts else 0.0 for t in report.tokenizers]
+        ax.bar(x, ceiling, 0.6, fill=False, edgecolor="black", linestyle="--", label="pre-tokenizer ceiling")
+        bars = ax.bar(x, achieved, 0.6, color="tab:blue", alpha=0.8, label="achieved")
+        ax.bar_label(bars, labels=[f"{a:.2f}/{c:.2f}" for a, c in zip(achieved, ceiling, strict=True)], fontsize=7)
+        ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+        ax.set_title(script)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("characters per token")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Achieved characters per token vs the pre-tokenizer's ceiling")
+    return _png(fig)
+
+
+def premium_figure(report: Report) -> bytes | None:
+    """Grouped bars: each language's token premium against the reference, per tokenizer (None without parallel)."""
+    langs = [lang for lang in report.parallel_texts if lang != report.reference]
+    if not langs:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5, 1.5 * len(langs) * len(report.tokenizers) / 2), 3.6))
+    series = {t.name: [t.parallel[lang].premium for lang in langs] for t in report.tokenizers}
+    _grouped_bars(ax, langs, series)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"tokens / tokens of {report.reference}")
+    ax.set_title(f"Premium against {report.reference} on parallel text (1 = parity)")
+    return _png(fig)
+
+
+def balance_figure(report: Report) -> bytes | None:
+    """Stacked shares of characters, bytes and tokens per language, one bar group per tokenizer."""
+    if not report.tokenizers or len(report.tokenizers[0].languages) < 2:
+        return None
+    langs = list(report.tokenizers[0].languages)
+    labels = ["chars", "bytes"] + [f"tokens\n{t.name}" for t in report.tokenizers]
+    shares = [report.tokenizers[0].balance.char_share, report.tokenizers[0].balance.byte_share]
+    shares += [t.balance.token_share for t in report.tokenizers]
+    fig, ax = plt.subplots(figsize=(1.2 * len(labels) + 2, 3.6))
+    bottom = np.zeros(len(labels))
+    for lang in langs:
+        values = np.array([s.get(lang, 0.0) for s in shares])
+        ax.bar(labels, values, 0.6, bottom=bottom, label=lang)
+        bottom += values
+    ax.set_ylabel("share")
+    ax.set_title("Language shares in characters, bytes and tokens")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    return _png(fig)
+
+
+def all_figures(report: Report) -> dict[str, bytes]:
+    """Every figure the report has data for, by a short file-like name."""
+    figures = {"chars_per_token": chars_per_token_figure(report), "ceiling": ceiling_figure(report)}
+    for name, make in (("premium", premium_figure), ("balance", balance_figure)):
+        png = make(report)
+        if png is not None:
+            figures[name] = png
+    return figures

@@ -1,0 +1,183 @@
+"""Unicode script of every character, decided per grapheme cluster.
+
+Every grapheme cluster (``regex`` ``\\X``) takes the script of its base character. Clusters whose base is
+Common or Inherited (spaces, digits, punctuation, the danda, ZWJ/ZWNJ, a stray combining mark) take the script
+of the nearest preceding real-script cluster in the same document, else the nearest following one, so a
+Bangla sentence with English words in it splits at the words. A document with no script at all stays Common.
+
+Everything works on arrays over a batch of documents: code points are classified once each (lookup tables
+filled lazily), so the cost per character is numpy's, not Python's.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+
+# Unicode script names (Script property values) understood by `regex`; "Unknown" (unassigned) last.
+_SCRIPT_NAMES_TEXT = """
+Latin Bengali Common Inherited Devanagari Arabic Cyrillic Greek Han Hiragana Katakana Hangul Thai Tamil Telugu
+Kannada Malayalam Gujarati Gurmukhi Oriya Sinhala Hebrew Armenian Georgian Ethiopic Tibetan Myanmar Khmer Lao
+Adlam Ahom Anatolian_Hieroglyphs Avestan Balinese Bamum Bassa_Vah Batak Beria_Erfe Bhaiksuki Bopomofo Brahmi
+Braille Buginese Buhid Canadian_Aboriginal Carian Caucasian_Albanian Chakma Cham Cherokee Chorasmian Coptic
+Cuneiform Cypriot Cypro_Minoan Deseret Dives_Akuru Dogra Duployan Egyptian_Hieroglyphs Elbasan Elymaic Garay
+Glagolitic Gothic Grantha Gunjala_Gondi Gurung_Khema Hanifi_Rohingya Hanunoo Hatran Imperial_Aramaic
+Inscriptional_Pahlavi Inscriptional_Parthian Javanese Jurchen Kaithi Kawi Kayah_Li Kharoshthi Khitan_Small_Script
+Khojki Khudawadi Kirat_Rai Lepcha Limbu Linear_A Linear_B Lisu Lycian Lydian Mahajani Makasar Mandaic Manichaean
+Marchen Masaram_Gondi Medefaidrin Meetei_Mayek Mende_Kikakui Meroitic_Cursive Meroitic_Hieroglyphs Miao Modi
+Mongolian Mro Multani Nabataean Nag_Mundari Nandinagari New_Tai_Lue Newa Nko Nushu Nyiakeng_Puachue_Hmong Ogham
+Ol_Chiki Ol_Onal Old_Hungarian Old_Italic Old_North_Arabian Old_Permic Old_Persian Old_Sogdian Old_South_Arabian
+Old_Turkic Old_Uyghur Osage Osmanya Pahawh_Hmong Palmyrene Pau_Cin_Hau Phags_Pa Phoenician Proto_Cuneiform
+Psalter_Pahlavi Rejang Runic Samaritan Saurashtra Seal Sharada Shavian Siddham Sidetic SignWriting Sogdian
+Sora_Sompeng Soyombo Sundanese Sunuwar Syloti_Nagri Syriac Tagalog Tagbanwa Tai_Le Tai_Tham Tai_Viet Tai_Yo Takri
+Tangsa Tangut Thaana Tifinagh Tirhuta Todhri Tolong_Siki Toto Tulu_Tigalari Ugaritic Vai Vithkuqi Wancho
+Warang_Citi Yezidi Yi Zanabazar_Square Unknown
+"""
+SCRIPT_NAMES: tuple[str, ...] = tuple(_SCRIPT_NAMES_TEXT.split())
+COMMON = SCRIPT_NAMES.index("Common")
+INHERITED = SCRIPT_NAMES.index("Inherited")
+GRAPHEME = regex.compile(r"\X")
+
+
+def _compile_classifier() -> regex.Pattern:
+    parts = []
+    for name in SCRIPT_NAMES:
+        try:
+            regex.compile(rf"\p{{sc={name}}}")
+        except regex.error:  # an older `regex` without this (newly encoded) script
+            continue
+        parts.append(rf"(?P<{name}>\p{{sc={name}}})")
+    return regex.compile("|".join(parts))
+
+
+_CLASSIFIER = _compile_classifier()
+_UNCLASSIFIED = -1
+_script_table = np.full(0x110000, _UNCLASSIFIED, dtype=np.int16)
+_mark_table = np.zeros(0x110000, dtype=bool)
+_space_table = np.zeros(0x110000, dtype=bool)
+
+
+def _classify(cps: np.ndarray) -> None:
+    """Fill the lookup tables for code points seen for the first time."""
+    new = np.unique(cps)
+    new = new[_script_table[new] == _UNCLASSIFIED]
+    for cp in new.tolist():
+        ch = chr(cp)
+        m = _CLASSIFIER.match(ch)
+        _script_table[cp] = SCRIPT_NAMES.index(m.lastgroup) if m else SCRIPT_NAMES.index("Unknown")
+        _mark_table[cp] = unicodedata.category(ch).startswith("M")
+        _space_table[cp] = ch.isspace()
+
+
+def codepoints(text: str) -> np.ndarray:
+    """The code points of ``text`` as a uint32 array (one entry per Python character)."""
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+
+
+def raw_scripts(cps: np.ndarray) -> np.ndarray:
+    """Each code point's own Script property, as indices into ``SCRIPT_NAMES``."""
+    _classify(cps)
+    return _script_table[cps]
+
+
+def is_mark(cps: np.ndarray) -> np.ndarray:
+    """True for combining marks (general category M: vowel signs, hasanta, nukta)."""
+    _classify(cps)
+    return _mark_table[cps]
+
+
+def is_space(cps: np.ndarray) -> np.ndarray:
+    """True for whitespace (``str.isspace``)."""
+    _classify(cps)
+    return _space_table[cps]
+
+
+def utf8_lengths(cps: np.ndarray) -> np.ndarray:
+    """UTF-8 byte length of each code point."""
+    return (1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)).astype(np.int64)
+
+
+@dataclass
+class ScriptedBatch:
+    """A batch of documents laid end to end, with each character's and cluster's resolved script.
+
+    Character indices are global over the concatenation of the documents; ``doc_char_start`` and
+    ``doc_byte_start`` have one extra final entry (the totals).
+    """
+
+    cps: np.ndarray
+    char_script: np.ndarray
+    char_bytes: np.ndarray
+    char_to_byte: np.ndarray  # len n_chars + 1: byte offset of each character
+    cluster_start: np.ndarray  # global char index where each grapheme cluster starts
+    cluster_script: np.ndarray
+    doc_char_start: np.ndarray
+    doc_byte_start: np.ndarray
+
+
+def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
+    """Resolve the script of every character of ``texts`` (see the module docstring for the rule)."""
+    cps = codepoints("".join(texts))
+    char_bytes = utf8_lengths(cps)
+    char_to_byte = np.zeros(cps.size + 1, dtype=np.int64)
+    np.cumsum(char_bytes, out=char_to_byte[1:])
+    doc_chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    doc_char_start = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(doc_chars, out=doc_char_start[1:])
+
+    cluster_lengths: list[int] = []
+    clusters_per_doc = np.empty(len(texts), dtype=np.int64)
+    for i, text in enumerate(texts):
+        before = len(cluster_lengths)
+        cluster_lengths.extend(map(len, GRAPHEME.findall(text)))
+        clusters_per_doc[i] = len(cluster_lengths) - before
+    lengths = np.asarray(cluster_lengths, dtype=np.int64)
+    cluster_start = np.cumsum(lengths) - lengths
+    base = raw_scripts(cps)[cluster_start] if cps.size else np.zeros(0, dtype=np.int16)
+    cluster_doc = np.repeat(np.arange(len(texts)), clusters_per_doc)
+    cluster_script = _fill_from_neighbours(base, cluster_doc)
+    return ScriptedBatch(
+        cps=cps,
+        char_script=np.repeat(cluster_script, lengths),
+        char_bytes=char_bytes,
+        char_to_byte=char_to_byte,
+        cluster_start=cluster_start,
+        cluster_script=cluster_script,
+        doc_char_start=doc_char_start,
+        doc_byte_start=char_to_byte[doc_char_start],
+    )
+
+
+def _fill_from_neighbours(script: np.ndarray, doc: np.ndarray) -> np.ndarray:
+    """Common/Inherited entries take the previous real script in their document, else the next one."""
+    n = script.size
+    real = (script != COMMON) & (script != INHERITED)
+    positions = np.arange(n)
+    prev = np.maximum.accumulate(np.where(real, positions, -1)) if n else positions
+    nxt = np.minimum.accumulate(np.where(real, positions, n)[::-1])[::-1] if n else positions
+    out = script.copy()
+    use_prev = ~real & (prev >= 0)
+    use_prev[use_prev] &= doc[prev[use_prev]] == doc[use_prev]
+    out[use_prev] = script[prev[use_prev]]
+    use_next = ~real & ~use_prev & (nxt < n)
+    use_next[use_next] &= doc[nxt[use_next]] == doc[use_next]
+    out[use_next] = script[nxt[use_next]]
+    out[~real & ~use_prev & ~use_next] = COMMON
+    return out
+
+
+def script_runs(text: str) -> list[tuple[str, str]]:
+    """``text`` cut into maximal runs of one resolved script: ``[(script, substring), ...]``."""
+    batch = scripted_batch([text])
+    runs: list[tuple[str, str]] = []
+    for i, sid in enumerate(batch.char_script.tolist()):
+        name = SCRIPT_NAMES[sid]
+        if runs and runs[-1][0] == name:
+            runs[-1] = (name, runs[-1][1] + text[i])
+        else:
+            runs.append((name, text[i]))
+    return runs
