@@ -74,7 +74,7 @@ class TrainConfig:
     supervisor: bool = True
     supervisor_args: list[str] = field(default_factory=list)
     max_rollbacks: int = 3
-    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.faults
+    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.train.parse_faults
 
 
 @dataclass

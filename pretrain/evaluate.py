@@ -1,0 +1,198 @@
+"""Per-language evaluation: validation loss, bits per token, per character and per byte, for the trained
+model and for its random-init twin, plus a few greedy samples. ``pretrain eval --run RUN``.
+
+Bits per character and per byte do not depend on the tokenizer, so runs with different tokenizers can be
+compared. They are computed as bits per token over the evaluated windows x tokens per character (byte) of
+the language's validation shards (the manifest counts the characters and bytes of the cleaned text);
+when every window is evaluated (``--max-tokens 0``) this is the total NLL in bits over the text's length.
+
+The random-init twin is the model the run started from: the same config built after the same seed, never
+trained. Its loss is about ln(vocab); the ratio trained / twin says how much the run learned.
+
+``RUN/eval.json`` (schema_version 1)::
+
+    {"schema_version": 1, "run", "checkpoint", "step", "tokens_seen", "max_tokens_per_language",
+     "tokenizer": {"spec", "sha256", "vocab_size"}, "model": {"preset", "parameters", "config"},
+     "languages": {LANG: {"model": METRICS, "random_init": METRICS, "loss_ratio", "samples": [SAMPLE]}},
+     "mean": {"model_loss", "random_init_loss", "loss_ratio"}}
+    METRICS = {"loss", "bits_per_token", "bits_per_char", "bits_per_byte", "targets"}
+    SAMPLE = {"prompt_ids", "completion_ids", "prompt", "completion"}   (texts null without the tokenizer)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corpus.shards import atomic_write_bytes
+from pretrain.data import Dataset, eval_windows, open_dataset
+from pretrain.distributed import Runtime
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class LanguageMetrics:
+    loss: float  # mean NLL per target token, nats
+    bits_per_token: float
+    bits_per_char: float | None
+    bits_per_byte: float | None
+    targets: int  # target tokens evaluated
+
+
+@torch.no_grad()
+def nll(model: torch.nn.Module, windows: np.ndarray, micro_batch: int, runtime: Runtime) -> tuple[float, int]:
+    """Total NLL (nats) over every target of ``windows`` ``(n, T + 1)``, and the number of targets."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for a in range(0, len(windows), micro_batch):
+        batch = torch.from_numpy(windows[a:a + micro_batch]).to(runtime.device)
+        with runtime.autocast():
+            logits, _ = model(batch[:, :-1])
+        total += F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten(), reduction="sum").item()
+        count += batch[:, 1:].numel()
+    model.train(was_training)
+    return total, count
+
+
+def language_losses(model: torch.nn.Module, dataset: Dataset, seq_len: int, max_tokens: int, micro_batch: int,
+                    runtime: Runtime) -> dict[str, float]:
+    """Mean validation loss per language on the first ``max_tokens`` targets of each language."""
+    return {lang: m.loss for lang, m in language_metrics(model, dataset, seq_len, max_tokens, micro_batch,
+                                                         runtime).items()}
+
+
+def language_metrics(model: torch.nn.Module, dataset: Dataset, seq_len: int, max_tokens: int, micro_batch: int,
+                     runtime: Runtime) -> dict[str, LanguageMetrics]:
+    """Loss and bits per token, character and byte for each validation language."""
+    out = {}
+    for lang, stream in dataset.val.items():
+        total, count = nll(model, eval_windows(stream, seq_len, max_tokens), micro_batch, runtime)
+        shards = dataset.manifest.split("val", language=lang)
+        tokens = sum(s.tokens for s in shards)
+        chars, nbytes = sum(s.chars for s in shards), sum(s.bytes for s in shards)
+        bpt = total / count / math.log(2)
+        out[lang] = LanguageMetrics(loss=total / count, bits_per_token=bpt,
+                                    bits_per_char=bpt * tokens / chars if chars else None,
+                                    bits_per_byte=bpt * tokens / nbytes if nbytes else None, targets=count)
+    return out
+
+
+def _tokenizer(dataset: Dataset):
+    """The manifest's tokenizer for decoding samples, or None if it cannot be loaded or is not the same."""
+    try:
+        from fertility.adapters import load_tokenizer
+
+        tok = load_tokenizer(dataset.manifest.tokenizer.spec)
+    except Exception:  # any load failure only costs the sample texts
+        return None
+    return tok if tok.fingerprint == dataset.manifest.tokenizer.sha256 else None
+
+
+def greedy_samples(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, prompt_tokens: int,
+                   new_tokens: int, runtime: Runtime, tokenizer=None) -> list[dict[str, Any]]:
+    """Greedy continuations of the first ``n`` documents of a language's validation text."""
+    bos = dataset.manifest.tokenizer.bos_id
+    stream = dataset.val[lang]
+    head = stream.window(0, min(len(stream), 200_000))
+    starts = np.flatnonzero(head == bos) + 1
+    samples = []
+    for start in starts[:n]:
+        prompt = head[start:start + prompt_tokens]
+        if len(prompt) < prompt_tokens or (prompt == bos).any():
+            continue
+        was_training = model.training
+        model.eval()
+        ids = torch.from_numpy(np.concatenate([[bos], prompt])).unsqueeze(0).to(runtime.device)
+        with runtime.autocast():
+            out = model.generate(ids, new_tokens)[0, 1:].tolist()
+        model.train(was_training)
+        prompt_ids, completion_ids = out[:prompt_tokens], out[prompt_tokens:]
+        samples.append({"prompt_ids": prompt_ids, "completion_ids": completion_ids,
+                        "prompt": tokenizer.decode(prompt_ids) if tokenizer else None,
+                        "completion": tokenizer.decode(completion_ids) if tokenizer else None})
+    return samples
+
+
+def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, data: str | None = None,
+                 max_tokens: int = 0, samples: int = 3, prompt_tokens: int = 16, new_tokens: int = 32,
+                 device: str = "auto", micro_batch: int = 0, plot: bool = True) -> dict[str, Any]:
+    """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write eval.json/.png."""
+    from pretrain.checkpoint import latest_checkpoint, load_checkpoint
+    from pretrain.config import RunConfig
+    from pretrain.distributed import setup
+    from pretrain.train import build_model
+
+    run_dir = Path(run_dir)
+    path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
+    if path is None:
+        raise FileNotFoundError(f"{run_dir}: no checkpoint to evaluate (train first, or pass --checkpoint)")
+    state = load_checkpoint(path)
+    cfg = RunConfig.from_dict(state["config"])
+    dataset = open_dataset(data or cfg.data.path)
+    if dataset.manifest.tokenizer.sha256 != state["tokenizer"]["sha256"]:
+        raise ValueError(f"{dataset.path}: shards use tokenizer sha256 {dataset.manifest.tokenizer.sha256}, "
+                         f"the checkpoint {path} was trained on {state['tokenizer']['sha256']}")
+    runtime = setup(device, cfg.train.dtype)
+    micro = micro_batch or cfg.data.micro_batch
+    twin = build_model(cfg).to(runtime.device)
+    model = build_model(cfg)
+    model.load_state_dict(state["model"])
+    model.to(runtime.device)
+    tokenizer = _tokenizer(dataset) if samples else None
+    trained = language_metrics(model, dataset, cfg.seq_len, max_tokens, micro, runtime)
+    untrained = language_metrics(twin, dataset, cfg.seq_len, max_tokens, micro, runtime)
+    info = dataset.manifest.tokenizer
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "run": str(run_dir), "checkpoint": str(path), "step": state["step"],
+        "tokens_seen": state["tokens_seen"], "max_tokens_per_language": max_tokens,
+        "tokenizer": {"spec": info.spec, "sha256": info.sha256, "vocab_size": info.vocab_size},
+        "model": {"preset": cfg.model_preset, "parameters": model.num_params(), "config": asdict(cfg.model)},
+        "languages": {},
+    }
+    for lang in trained:
+        report["languages"][lang] = {
+            "model": asdict(trained[lang]), "random_init": asdict(untrained[lang]),
+            "loss_ratio": trained[lang].loss / untrained[lang].loss,
+            "samples": greedy_samples(model, dataset, lang, samples, prompt_tokens, new_tokens, runtime, tokenizer),
+        }
+    m = statistics.fmean(v.loss for v in trained.values())
+    r = statistics.fmean(v.loss for v in untrained.values())
+    report["mean"] = {"model_loss": m, "random_init_loss": r, "loss_ratio": m / r}
+    atomic_write_bytes(run_dir / "eval.json", json.dumps(report, ensure_ascii=False, indent=2).encode())
+    if plot:
+        from pretrain.plots import plot_eval
+
+        plot_eval(report, run_dir, run_dir / "eval.png")
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A terminal table of eval.json."""
+    def fmt(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    lines = [f"checkpoint {report['checkpoint']} (step {report['step']}, {report['tokens_seen']:,} tokens)",
+             f"{'lang':<6}{'loss':>8}{'twin':>8}{'ratio':>7}{'bits/char':>11}{'twin':>8}{'bits/byte':>11}{'twin':>8}"]
+    for lang, r in report["languages"].items():
+        m, t = r["model"], r["random_init"]
+        lines.append(f"{lang:<6}{fmt(m['loss']):>8}{fmt(t['loss']):>8}{fmt(r['loss_ratio']):>7}"
+                     f"{fmt(m['bits_per_char']):>11}{fmt(t['bits_per_char']):>8}"
+                     f"{fmt(m['bits_per_byte']):>11}{fmt(t['bits_per_byte']):>8}")
+    mean = report["mean"]
+    lines.append(f"mean loss {mean['model_loss']:.3f} vs random-init {mean['random_init_loss']:.3f} "
+                 f"(ratio {mean['loss_ratio']:.3f})")
+    for lang, r in report["languages"].items():
+        for s in r["samples"][:2]:
+            if s["prompt"] is not None:
+                lines.append(f"[{lang}] {s['prompt']!r} -> {s['completion']!r}")
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""The preflight every launch runs before its first step: data and tokenizer, device, memory for the
+micro-batch, gradient flow (the arbiter), and the time to finish from a short measured burst.
+
+The shard checks (manifest, tokenizer identity, vocabulary, token ids) already ran when the
+:class:`~pretrain.train.Trainer` was built; a mismatch there stops the launch before this point. The burst
+runs real optimizer steps on a copy of the model, so the run itself starts from the untouched state.
+
+``RUN/preflight.json`` holds the report; every figure says whether it was measured or estimated.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from corpus.shards import atomic_write_bytes
+from pretrain import distributed
+from pretrain.train import Trainer, make_optimizer, train_step
+
+GiB = 1024**3
+
+
+@dataclass
+class PreflightReport:
+    ok: bool
+    problems: list[str]
+    data: dict[str, Any]
+    device: dict[str, Any]
+    model: dict[str, Any]
+    batch: dict[str, Any]
+    memory: dict[str, Any]
+    arbiter: dict[str, Any] = field(default_factory=dict)
+    burst: dict[str, Any] = field(default_factory=dict)
+    estimate: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def memory_estimate(trainer: Trainer) -> dict[str, Any]:
+    """Bytes per device for weights, gradients and AdamW state (fp32), and the activations of one
+    micro-batch: per layer about 12 d + 4 h saved values per token, plus the logits (in the autocast
+    dtype, then fp32 for the loss and its gradient). An estimate, not a measurement."""
+    cfg, rt = trainer.cfg, trainer.runtime
+    n = trainer.model.num_params()
+    shard = rt.world_size if rt.fsdp else 1
+    act_bytes = 2 if rt.autocast_dtype is not None else 4
+    tokens = cfg.data.micro_batch * cfg.seq_len
+    per_token = cfg.model.n_layer * (12 * cfg.model.n_embd + 4 * cfg.model.ffn_hidden) * act_bytes
+    per_token += cfg.model.vocab_size * (act_bytes + 8)
+    states = n * 16 // shard
+    return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": tokens * per_token,
+            "total_bytes": states + tokens * per_token}
+
+
+def _device_info(trainer: Trainer) -> dict[str, Any]:
+    dev = trainer.runtime.device
+    info: dict[str, Any] = {"device": str(dev), "torch": torch.__version__, "world_size": trainer.runtime.world_size,
+                            "fsdp": trainer.runtime.fsdp, "autocast": str(trainer.runtime.autocast_dtype),
+                            "compile": trainer.compile, "peak_flops": trainer.peak}
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_bytes=props.total_memory,
+                    bf16=torch.cuda.is_bf16_supported())
+    else:
+        info.update(name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    return info
+
+
+def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps (after one warm-up step) on a copy of the model."""
+    rt = trainer.runtime
+    model = copy.deepcopy(trainer.model)
+    wrapped = distributed.wrap(model, rt, trainer.compile) if trainer.compile else model
+    optimizer = make_optimizer(model, trainer.cfg.optim, rt.device)
+    batches = trainer.micro_batches(trainer.sampler.state.next_batch)
+    if rt.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(rt.device)
+    times = []
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        loss, _ = train_step(wrapped, optimizer, batches, rt, trainer.cfg.optim.grad_clip)
+        loss.item()
+        if i:  # the first step pays for compilation and allocator warm-up
+            times.append(time.perf_counter() - t0)
+    step_s = sorted(times)[len(times) // 2]
+    tps = trainer.cfg.train.global_batch_tokens / step_s
+    out = {"kind": "measured", "steps": steps, "seconds_per_step": step_s, "tokens_per_s": tps,
+           "mfu": trainer.flops_per_token * tps / (trainer.peak * rt.world_size) if trainer.peak else None,
+           "note": "a copy of the model, without DDP communication" if rt.distributed else ""}
+    if rt.device.type == "cuda":
+        out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(rt.device)
+    del model, wrapped, optimizer
+    return out
+
+
+def run_preflight(trainer: Trainer) -> PreflightReport:
+    """Check everything that can be checked before step 1; set max_steps from the burst when the run has
+    only a time budget. Raises nothing: problems are listed and ``ok`` is False."""
+    cfg, rt = trainer.cfg, trainer.runtime
+    ds = trainer.dataset
+    problems: list[str] = []
+    data = {"path": str(ds.path), "train_tokens": len(ds.train), "val_languages": {k: len(v) for k, v in ds.val.items()},
+            "tokenizer": asdict(ds.manifest.tokenizer), "windows_per_epoch": trainer.sampler.n_windows,
+            "tokenizer_check": "ok: manifest sha256 and vocabulary match the model, all ids in range"}
+    if not ds.val:
+        problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    model = {"preset": cfg.model_preset, "parameters": trainer.model.num_params(),
+             "non_embedding_parameters": trainer.model.num_params(non_embedding=True),
+             "flops_per_token": trainer.flops_per_token}
+    batch = {"global_batch_tokens": cfg.train.global_batch_tokens, "sequences": trainer.sequences,
+             "seq_len": cfg.seq_len, "micro_batch": cfg.data.micro_batch, "accumulation": trainer.accum,
+             "world_size": rt.world_size}
+    memory = memory_estimate(trainer)
+    device = _device_info(trainer)
+    if "memory_bytes" in device and memory["total_bytes"] > 0.95 * device["memory_bytes"]:
+        problems.append(f"estimated {memory['total_bytes'] / GiB:.1f} GiB per device exceeds the "
+                        f"{device['memory_bytes'] / GiB:.1f} GiB of {device['name']}; lower data.micro_batch")
+    report = PreflightReport(ok=False, problems=problems, data=data, device=device, model=model, batch=batch,
+                             memory=memory)
+    if rt.is_main and not rt.fsdp:
+        from pretrain.arbiter import check_gradient_flow
+
+        first = trainer.micro_batches(trainer.sampler.state.next_batch)[0]
+        verdict = check_gradient_flow(trainer.model, (first[:, :-1], first[:, 1:]), autocast=rt.autocast_dtype)
+        report.arbiter = {"ok": verdict.ok, "problems": verdict.problems, "checked": verdict.checked,
+                          "loss": verdict.loss, "blocked_at_init": verdict.blocked_at_init}
+        problems.extend(f"gradient flow: {p}" for p in verdict.problems)
+    if cfg.train.preflight_steps:
+        report.burst = _burst(trainer, cfg.train.preflight_steps)
+        step_s = report.burst["seconds_per_step"]
+        if not cfg.train.max_steps and cfg.train.time_budget_s:
+            # Leave a tenth of the budget for validation, checkpoints and the final evaluation.
+            cfg.train.max_steps = max(int(0.9 * cfg.train.time_budget_s / step_s), 1)
+        remaining = max(cfg.train.max_steps - trainer.step, 0)
+        report.estimate = {"kind": "estimate from the measured burst", "steps_remaining": remaining,
+                           "seconds": remaining * step_s, "hours": remaining * step_s / 3600,
+                           "tokens": remaining * cfg.train.global_batch_tokens}
+    if not cfg.train.max_steps:
+        problems.append("train.max_steps is 0: give --max-steps, or a --time-budget-s with preflight steps")
+    report.ok = not problems
+    return report
+
+
+def write_report(report: PreflightReport, run_dir) -> None:
+    atomic_write_bytes(run_dir / "preflight.json", json.dumps(report.to_dict(), indent=2, default=str).encode())
+
+
+def format_report(report: PreflightReport) -> str:
+    d, m, b = report.device, report.model, report.batch
+    lines = [f"preflight: {'ok' if report.ok else 'FAILED'}",
+             f"  data    {report.data['train_tokens']:,} train tokens; val {report.data['val_languages']}; "
+             f"tokenizer {report.data['tokenizer']['spec']} ({report.data['tokenizer']['sha256'][:12]}...) matches",
+             f"  device  {d.get('name')} ({d['device']}), torch {d['torch']}, autocast {d['autocast']}, "
+             f"compile {d['compile']}, world {d['world_size']}",
+             f"  model   {m['parameters']:,} parameters ({m['non_embedding_parameters']:,} non-embedding), "
+             f"{m['flops_per_token'] / 1e9:.3f} GFLOP/token",
+             f"  batch   {b['global_batch_tokens']:,} tokens = {b['sequences']} x {b['seq_len']}; micro-batch "
+             f"{b['micro_batch']} x {b['accumulation']} accumulation",
+             f"  memory  ~{report.memory['total_bytes'] / GiB:.2f} GiB per device (estimate)"]
+    if report.arbiter:
+        lines.append(f"  grads   {'ok' if report.arbiter['ok'] else 'FAILED'}: {report.arbiter['checked']} "
+                     "parameters checked by the gradient-flow arbiter")
+    if report.burst:
+        mfu = report.burst["mfu"]
+        lines.append(f"  speed   {report.burst['tokens_per_s']:,.0f} tokens/s, {report.burst['seconds_per_step']:.3f} "
+                     f"s/step (measured), MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%'}")
+    if report.estimate:
+        lines.append(f"  finish  {report.estimate['steps_remaining']} steps in ~{report.estimate['seconds'] / 60:.1f} "
+                     "min (estimate)")
+    lines += [f"  PROBLEM {p}" for p in report.problems]
+    return "\n".join(lines)
