@@ -19,6 +19,15 @@ SEQ, BATCH = 64, 2
 BYTE_VOCAB = 256
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def bangla_tokens(sample_dir, tokenizer=None) -> torch.Tensor:
     """BATCH * SEQ + 1 tokens of the shipped Bangla sample: its UTF-8 bytes, or ``tokenizer``'s ids."""
     texts = [d.text for d in iter_documents(str(sample_dir / "bn" / "literature-bnarchive.txt.gz"), max_chars=2000)]

@@ -1,0 +1,109 @@
+"""The golden reference: our GPT equals transformers' LlamaForCausalLM holding the same weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from corpus.shards import Manifest, read_shard
+from pretrain import reference as ref
+from pretrain.model import GPT, GPTConfig, model_config, pad_vocab
+
+# fp32 on CPU: the two models run the same maths in a different op order (fused vs split projections).
+LOGITS_TOL = 1e-5  # max |diff| / max |logit|
+GRAD_TOL = 1e-4  # per parameter: max |diff| / max |reference grad|
+LOSS_TOL = 1e-5  # per step of the 10-step trajectory, relative
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def batches(shards, n: int, batch: int, seq: int, compact: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n`` consecutive (inputs, targets) batches of real tokens from the train shard. ``compact``
+    relabels the ids that occur as 0..k-1 (same text, a small vocabulary: fast enough for 10 steps on CPU)."""
+    manifest = Manifest.load(shards)
+    ids = read_shard(shards / manifest.split("train")[0].file)[: n * batch * seq + 1].astype("int64")
+    if compact:
+        ids = np.unique(ids, return_inverse=True)[1]
+    tokens = torch.from_numpy(ids)
+    out = []
+    for i in range(n):
+        chunk = tokens[i * batch * seq: (i + 1) * batch * seq + 1]
+        out.append((chunk[:-1].view(batch, seq), chunk[1:].view(batch, seq)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny(shards) -> GPT:
+    torch.manual_seed(0)
+    return GPT(model_config("tiny", Manifest.load(shards).tokenizer.vocab_size))
+
+
+def small(tied: bool, vocab_size: int = 50304) -> GPT:
+    torch.manual_seed(1)
+    return GPT(GPTConfig(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=4, n_embd=64, tie_embeddings=tied))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_weight_conversion_round_trips_exactly(tied):
+    model = small(tied)
+    hf = ref.to_hf(model)
+    assert type(hf).__name__ == "LlamaForCausalLM"
+    assert hf.config.tie_word_embeddings is tied
+    assert (hf.lm_head.weight is hf.model.embed_tokens.weight) is tied
+    # Every HF parameter received a weight of ours (none left at its random init).
+    hf_state = hf.state_dict()
+    assert set(hf_state) == set(ref.to_hf_state_dict(model.state_dict(), model.cfg))
+    back = ref.from_hf(hf)
+    assert back.cfg == model.cfg
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, back.state_dict()[name]), name
+
+
+def test_logits_and_every_gradient_match_the_hf_reference(tiny, shards):
+    hf = ref.to_hf(tiny)
+    (x, y), = batches(shards, 1, batch=2, seq=tiny.cfg.block_size)
+    c = ref.compare(tiny, hf, x, y)
+    assert 9.0 < c.loss_ours < 12.0  # a real, untrained loss: about ln(vocab)
+    assert abs(c.loss_ours - c.loss_hf) <= LOSS_TOL * c.loss_hf
+    assert c.logits_max_rel <= LOGITS_TOL, c.logits_max_abs
+    assert set(c.grads) == {n for n, _ in tiny.named_parameters()}
+    assert c.grad_max_rel <= GRAD_TOL, f"{c.grad_worst}: {c.grad_max_rel}"
+
+
+def test_comparison_catches_a_wrong_conversion(tiny, shards):
+    """The check can fail: swapping q and k in the HF copy (a classic conversion bug) is found."""
+    hf = ref.to_hf(tiny)
+    attn = hf.model.layers[1].self_attn
+    with torch.no_grad():
+        q = attn.q_proj.weight.clone()
+        attn.q_proj.weight.copy_(attn.k_proj.weight)
+        attn.k_proj.weight.copy_(q)
+    (x, y), = batches(shards, 1, batch=1, seq=32)
+    c = ref.compare(tiny, hf, x, y)
+    assert c.logits_max_rel > 100 * LOGITS_TOL
+    assert c.grad_max_rel > 100 * GRAD_TOL
+
+
+def test_ten_step_training_trajectories_match(shards):
+    data = batches(shards, 10, batch=4, seq=32, compact=True)
+    model = small(tied=False, vocab_size=pad_vocab(1 + max(int(y.max()) for _, y in data)))
+    hf = ref.to_hf(model)
+    ours, theirs = ref.train_trajectories(model, hf, data, lr=3e-3)
+    assert ours[-1] < ours[0] - 1.0  # it really trains
+    for step, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        assert abs(a - b) <= LOSS_TOL * abs(b), f"step {step}: ours {a}, hf {b}"
+
+
+def test_unsupported_llama_features_are_refused():
+    hf_cfg = ref.hf_config(small(True).cfg)
+    hf_cfg.num_key_value_heads = 2
+    with pytest.raises(ValueError, match="grouped-query attention"):
+        ref.gpt_config(hf_cfg)
