@@ -8,8 +8,8 @@ plain text, so token counts are those of the text alone.
 
 from __future__ import annotations
 
-import base64
 import binascii
+import functools
 import gzip
 import hashlib
 import json
@@ -291,7 +291,7 @@ def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
             continue
         try:
             token, rank = line.split()
-            ranks[base64.b64decode(token, validate=True)] = int(rank)
+            ranks[binascii.a2b_base64(token, strict_mode=True)] = int(rank)
         except (ValueError, binascii.Error):
             raise TokenizerLoadError(
                 f"{path}:{line_no}: expected 'BASE64TOKEN RANK' (a tiktoken ranks file), got {line[:60]!r}"
@@ -597,16 +597,27 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     if isinstance(spec, Tokenizer):
         return spec
     if spec in KNOWN_TOKENIZERS:
-        return _load_path(_resolve_known(spec, tokenizer_dir), spec, preset=spec)
+        return _load_cached(_resolve_known(spec, tokenizer_dir), spec, spec)
     path = Path(spec).expanduser()
     if path.exists():
-        return _load_path(path, _name_for(path))
+        return _load_cached(path, _name_for(path), None)
     if os.sep not in spec and "/" not in spec and "." not in Path(spec).name:
         raise TokenizerLoadError(
             f"unknown tokenizer name {spec!r}; known names: {', '.join(KNOWN_TOKENIZERS)} "
             f"(looked in {', '.join(map(str, _search_dirs(tokenizer_dir)))}); otherwise give a path to a file"
         )
     raise TokenizerLoadError(f"{spec}: no such tokenizer file or directory")
+
+
+def _load_cached(path: Path, name: str, preset: str | None) -> Tokenizer:
+    # Loading a large vocabulary takes seconds; a file that has not changed is loaded once per process.
+    stat = path.stat()
+    return _load_path_cached(str(path.resolve()), name, preset, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_path_cached(path: str, name: str, preset: str | None, mtime_ns: int, size: int) -> Tokenizer:
+    return _load_path(Path(path), name, preset)
 
 
 def _search_dirs(tokenizer_dir: str | Path | None) -> list[Path]:

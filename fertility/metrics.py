@@ -283,15 +283,22 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
 
 
 def _attribute(gs, ge, at, weights, unit_script, n_units) -> np.ndarray:
-    """Spread each span's weight evenly over its units; an empty span gives its weight to the unit at ``at``."""
-    length = ge - gs
-    full = length > 0
-    w = np.where(full, weights / np.maximum(length, 1), 0.0)
-    density = np.cumsum(np.bincount(gs[full], weights=w[full], minlength=n_units + 1)
-                        - np.bincount(ge[full], weights=w[full], minlength=n_units + 1))[:n_units]
-    out = np.bincount(unit_script, weights=density, minlength=N_SCRIPTS)
-    if not full.all():
-        out += np.bincount(unit_script[at[~full]], weights=weights[~full], minlength=N_SCRIPTS)
+    """Spread each span's weight evenly over its units; an empty span gives its weight to the unit at ``at``.
+
+    Spans inside one script (nearly all) are counted whole, exactly; only spans across a script change are
+    spread, through a density over the units.
+    """
+    changes = np.zeros(n_units + 1, dtype=np.int64)
+    np.cumsum(unit_script[1:] != unit_script[:-1], out=changes[1:n_units])
+    changes[n_units] = changes[n_units - 1]
+    last = np.maximum(ge - 1, gs).clip(0, n_units - 1)
+    mixed = (ge > gs) & (changes[last] != changes[gs.clip(0, n_units - 1)])
+    out = np.bincount(unit_script[at[~mixed]], weights=weights[~mixed], minlength=N_SCRIPTS).astype(np.float64)
+    if mixed.any():
+        w = weights[mixed] / (ge[mixed] - gs[mixed])
+        density = np.cumsum(np.bincount(gs[mixed], weights=w, minlength=n_units + 1)
+                            - np.bincount(ge[mixed], weights=w, minlength=n_units + 1))[:n_units]
+        out += np.bincount(unit_script, weights=density, minlength=N_SCRIPTS)
     return out
 
 

@@ -1,0 +1,77 @@
+"""The programmatic API, parallel premium, balance view and traps."""
+
+import pytest
+
+import fertility
+from fertility.balance import balance
+from fertility.metrics import Metrics
+from fertility.parallel import ParallelError, premium, read_parallel
+from fertility.traps import find_traps
+
+
+def test_analyze_raw_strings_per_language(gpt2, o200k, sample_dir):
+    bn = [d.text for d in fertility.iter_documents(str(sample_dir / "parallel" / "ben_Beng.txt.gz"), max_chars=3000)]
+    en = [d.text for d in fertility.iter_documents(str(sample_dir / "parallel" / "eng_Latn.txt.gz"), max_chars=3000)]
+    report = fertility.analyze([gpt2, o200k], {"bn": bn, "en": en}, progress=False)
+    assert [t.name for t in report.tokenizers] == ["gpt2", "o200k_base"]
+    for tok, t in zip((gpt2, o200k), report.tokenizers, strict=True):
+        m = t.languages["bn"]
+        assert m.tokens == sum(map(len, tok.encode_ids(bn)))
+        assert m.chars == sum(map(len, bn)) and m.documents == len(bn)
+        assert m.chars_per_token == pytest.approx(m.chars / m.tokens)
+        # per-script counts add up to the language's
+        assert sum(s.chars for s in t.scripts.values()) == sum(x.chars for x in t.languages.values())
+        assert sum(s.tokens for s in t.scripts.values()) == pytest.approx(sum(x.tokens for x in t.languages.values()))
+    d = report.to_dict()
+    assert d["tokenizers"][0]["languages"]["bn"]["chars_per_token"] == round(report.tokenizers[0].languages["bn"].chars_per_token, 6)
+    assert report.tokenizer("o200k_base").languages["bn"].chars_per_token > 1.5
+
+
+def test_parallel_premium_and_misalignment(tmp_path, o200k):
+    bn = tmp_path / "bn.txt"
+    en = tmp_path / "en.txt"
+    bn.write_text("আমি গান গাই।\nসে বই পড়ে।\n")
+    en.write_text("I sing.\nShe reads a book.\n")
+    text = read_parallel({"bn": str(bn), "en": str(en)})
+    result = premium(o200k, text, "en")
+    counts = {lang: [len(x) for x in o200k.encode_ids(s)] for lang, s in text.sentences.items()}
+    assert result["bn"].tokens == sum(counts["bn"])
+    assert result["bn"].premium == pytest.approx(sum(counts["bn"]) / sum(counts["en"]))
+    ratios = sorted(b / e for b, e in zip(counts["bn"], counts["en"], strict=True))
+    assert result["bn"].median_premium == pytest.approx((ratios[0] + ratios[1]) / 2)
+    en.write_text("I sing.\n\nShe reads a book.\n")  # same count of sentences, but not on the same lines
+    with pytest.raises(ParallelError, match=r"bn\.txt has 2 .*en\.txt has 2 .*last line 3"):
+        read_parallel({"bn": str(bn), "en": str(en)})
+    en.write_text("I sing.\n")
+    with pytest.raises(ParallelError, match=r"bn\.txt has 2 non-blank lines.*en\.txt has 1"):
+        read_parallel({"bn": str(bn), "en": str(en)})
+    with pytest.raises(ParallelError, match="reference language 'fr'"):
+        premium(o200k, text, "fr")
+
+
+def test_balance_inversion_warning():
+    langs = {"en": Metrics(chars=600, bytes=600, tokens=150.0), "bn": Metrics(chars=400, bytes=1000, tokens=400.0)}
+    b = balance(langs)
+    assert b.char_share == {"en": 0.6, "bn": 0.4}
+    assert b.token_share["bn"] == pytest.approx(400 / 550)
+    assert len(b.warnings) == 1 and "en has 60.0% of the characters but 27.3% of the tokens" in b.warnings[0]
+    fair = balance({"en": Metrics(chars=600, tokens=150.0), "bn": Metrics(chars=400, tokens=100.0)})
+    assert fair.warnings == []
+
+
+def test_trap_rules_and_causes():
+    latin = Metrics(chars=10_000, tokens=2_200.0, pretokens=2_000.0)
+    marks_cut = Metrics(chars=10_000, tokens=20_000.0, pretokens=7_000.0, mark_splits=2_500, boundaries=19_000,
+                        broken_boundaries=12_000, split_char_boundaries=9_000)
+    traps = find_traps({"Latin": latin, "Bengali": marks_cut})
+    rules = {t.rule: t for t in traps if t.script == "Bengali"}
+    assert set(rules) == {"low_chars_per_token", "low_pretoken_ceiling", "broken_graphemes"}
+    assert "splits combining marks" in rules["low_pretoken_ceiling"].cause
+    assert "raw UTF-8 bytes" in rules["broken_graphemes"].cause
+    assert not [t for t in traps if t.script == "Latin"]
+    # a good pre-tokenizer but a vocabulary with few merges for the script: the vocabulary is named instead
+    sparse = Metrics(chars=10_000, tokens=9_000.0, pretokens=1_800.0)
+    (trap,) = find_traps({"Latin": latin, "Bengali": sparse})
+    assert trap.rule == "low_chars_per_token" and "vocabulary has few tokens" in trap.cause
+    # too little text to judge
+    assert find_traps({"Latin": latin, "Bengali": Metrics(chars=50, tokens=100.0, pretokens=90.0)}) == []

@@ -1,0 +1,116 @@
+"""The CLI end to end: a real report on the shipped sample, and every bad input (exit 2, nothing written)."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fertility.cli import main
+
+
+@pytest.fixture
+def texts(sample_dir):
+    return ["--text", f"bn={sample_dir / 'bn' / 'literature-bnarchive.txt.gz'}",
+            "--text", f"en={sample_dir / 'en' / 'wiki-en-chinapedia.txt.gz'}"]
+
+
+@pytest.fixture
+def parallel(sample_dir):
+    return ["--parallel", f"bn={sample_dir / 'parallel' / 'ben_Beng.txt.gz'}",
+            "--parallel", f"en={sample_dir / 'parallel' / 'eng_Latn.txt.gz'}"]
+
+
+def run(args, capsys):
+    code = main(["report", "--no-progress", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_report_on_the_sample(tmp_path, texts, parallel, capsys, shipped_tokenizers):
+    out = tmp_path / "rep"
+    code, stdout, _ = run(["--tokenizer", "gpt2", "--tokenizer", "o200k_base", "--tokenizer-dir", str(shipped_tokenizers), *texts,
+                           *parallel, "--max-chars", "20000", "--out", str(out)], capsys)
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema_version"] == 1
+    gpt2, o200k = report["tokenizers"]
+    assert (gpt2["name"], gpt2["kind"], o200k["kind"]) == ("gpt2", "hf", "tiktoken")
+    for tok in report["tokenizers"]:
+        for key in ("chars_per_token", "graphemes_per_token", "bytes_per_token", "tokens_per_word",
+                    "continued_word_rate", "broken_grapheme_rate", "unk_rate", "byte_fallback_rate",
+                    "vocab_types_used", "pretoken_ceiling"):
+            assert key in tok["languages"]["bn"] and key in tok["scripts"]["Bengali"]
+        assert tok["parallel"]["en"]["premium"] == 1.0 and tok["parallel"]["bn"]["premium"] > 1.0
+        assert set(tok["balance"]["token_share"]) == {"bn", "en"}
+    assert gpt2["languages"]["bn"]["chars_per_token"] < 1 < o200k["languages"]["bn"]["chars_per_token"]
+    assert any(t["script"] == "Bengali" and "combining marks" in t["cause"] for t in gpt2["traps"])
+    assert "gpt2" in stdout and "TRAP gpt2 / Bengali" in stdout
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+    assert "| bn |" in (out / "report.md").read_text()
+    # a second run replaces the report whole
+    code, _, _ = run(["--tokenizer", "gpt2", *texts, "--max-chars", "5000", "--out", str(out)], capsys)
+    assert code == 0 and len(json.loads((out / "report.json").read_text())["tokenizers"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+def bad_inputs(tmp_path, sample_dir):
+    bad_utf8 = tmp_path / "latin1.txt"
+    bad_utf8.write_bytes("ভালো\n".encode() + b"caf\xe9\n")
+    truncated = tmp_path / "cut.txt.gz"
+    data = gzip.compress(("বাংলা লেখা\n" * 100).encode())
+    truncated.write_bytes(data[: len(data) // 2])
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    short = tmp_path / "short.txt"
+    short.write_text("one\ntwo\n")
+    corrupt = tmp_path / "broken.tiktoken"
+    corrupt.write_text("this is not a ranks file\n")
+    en = f"en={sample_dir / 'en' / 'wiki-en-chinapedia.txt.gz'}"
+    return {
+        "missing file": (["--text", f"bn={tmp_path / 'nope.txt'}"], "nope.txt: no such file"),
+        "non-UTF-8": (["--text", f"bn={bad_utf8}"], "latin1.txt:2: not valid UTF-8"),
+        "truncated gzip": (["--text", f"bn={truncated}"], "cut.txt.gz:"),
+        "empty file": (["--text", f"bn={empty}"], "empty.txt: no documents"),
+        "misaligned parallel": (["--text", en, "--parallel", f"bn={sample_dir / 'parallel' / 'ben_Beng.txt.gz'}",
+                                 "--parallel", f"en={short}"], "short.txt has 2"),
+        "unknown tokenizer": (["--text", en, "--tokenizer", "gpt7"], "unknown tokenizer name 'gpt7'"),
+        "corrupt tokenizer": (["--text", en, "--tokenizer", str(corrupt)], "broken.tiktoken:1"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing file", "non-UTF-8", "truncated gzip", "empty file", "misaligned parallel",
+                                  "unknown tokenizer", "corrupt tokenizer"])
+def test_bad_input_exits_nonzero_and_writes_nothing(tmp_path, sample_dir, capsys, case):
+    work = tmp_path / "work"
+    work.mkdir()
+    args, expected = bad_inputs(work, sample_dir)[case]
+    if "--tokenizer" not in args:
+        args = ["--tokenizer", "gpt2", *args]
+    out = tmp_path / "out" / "rep"
+    out.parent.mkdir()
+    code, _, err = run([*args, "--max-chars", "3000", "--out", str(out)], capsys)
+    assert code == 2
+    assert expected in err
+    assert list(out.parent.iterdir()) == []  # no report, no temp folder
+
+
+def test_failure_keeps_the_previous_report(tmp_path, sample_dir, capsys):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.json").write_text('{"previous": true}')
+    code, _, _ = run(["--tokenizer", "gpt2", "--text", f"bn={tmp_path / 'missing.txt'}", "--out", str(out)], capsys)
+    assert code == 2 and json.loads((out / "report.json").read_text()) == {"previous": True}
+
+
+@pytest.mark.slow
+def test_python_dash_m(tmp_path, sample_dir):
+    out = tmp_path / "rep"
+    proc = subprocess.run([sys.executable, "-m", "fertility", "report", "--tokenizer", "nope", "--text",
+                           f"bn={sample_dir / 'parallel' / 'ben_Beng.txt.gz'}", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown tokenizer name 'nope'" in proc.stderr
+    assert not out.exists()

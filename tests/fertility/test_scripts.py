@@ -1,0 +1,38 @@
+from fertility.scripts import SCRIPT_NAMES, codepoints, is_mark, script_runs, scripted_batch
+
+
+def names(ids):
+    return [SCRIPT_NAMES[i] for i in ids]
+
+
+def test_code_mixed_sentence_splits_at_the_words():
+    # digits, comma, spaces and the danda (all Common) take the script of what precedes them
+    assert script_runs("আমি Python শিখি, ১২৩ 42।") == [
+        ("Bengali", "আমি "), ("Latin", "Python "), ("Bengali", "শিখি, ১২৩ 42।")]
+    # at the start of a document, the following script is used
+    assert script_runs("42, আমি") == [("Bengali", "42, আমি")]
+    assert script_runs("!!") == [("Common", "!!")]
+
+
+def test_clusters_take_the_script_of_their_base():
+    # e + COMBINING ACUTE (Inherited) is one Latin cluster; ZWNJ/hasanta/nukta stay with their Bengali letter
+    assert script_runs("cafe\u0301") == [("Latin", "cafe\u0301")]
+    batch = scripted_batch(["ক্\u200cষ য়"])
+    assert batch.cluster_start.tolist() == [0, 3, 4, 5]  # ক্‌ | ষ | space | য়
+    assert set(names(batch.char_script)) == {"Bengali"}
+
+
+def test_conjunct_is_one_cluster_and_zwnj_breaks_it():
+    assert scripted_batch(["ক্ষ"]).cluster_start.tolist() == [0]
+    assert scripted_batch(["ক্\u200cষ"]).cluster_start.tolist() == [0, 3]
+
+
+def test_neighbours_do_not_cross_documents():
+    batch = scripted_batch(["123", "abc", "", "১ কি"])
+    assert names(batch.char_script) == ["Common"] * 3 + ["Latin"] * 3 + ["Bengali"] * 4
+    assert batch.doc_char_start.tolist() == [0, 3, 6, 6, 10]
+    assert batch.doc_byte_start.tolist() == [0, 3, 6, 6, 6 + 3 + 1 + 6]
+
+
+def test_marks():
+    assert is_mark(codepoints("কি়্a\u0301")).tolist() == [False, True, True, True, False, True]
