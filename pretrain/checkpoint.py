@@ -108,6 +108,8 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any]
     """Write ``state`` as the checkpoint of ``step``; update latest.json and best; prune to ``keep_last``."""
     ckdir = checkpoint_dir(run_dir)
     ckdir.mkdir(parents=True, exist_ok=True)
+    for stale in ckdir.glob(".*.tmp"):  # left by a writer that was killed; this process is the only writer
+        stale.unlink(missing_ok=True)
     path = ckdir / f"step_{step:08d}.pt"
     sha = _save_file(state, path, crash_midway)
     meta = {"file": path.name, "step": step, "sha256": sha, "bytes": path.stat().st_size,

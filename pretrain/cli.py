@@ -66,11 +66,15 @@ def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfi
 
     saved = Path(args.out) / "config.json"
     if args.resume and saved.exists():
-        cfg = RunConfig.from_dict(json.loads(saved.read_text(encoding="utf-8")))
-        cfg.train.inject_faults = []  # faults are per invocation, never inherited
-        refused = [o for o in overrides if o.partition("=")[0] not in RESUMABLE_KEYS]
-        if refused:
-            raise DataError(f"--resume keeps {saved}; these cannot change mid-run: {', '.join(refused)}")
+        raw = json.loads(saved.read_text(encoding="utf-8"))
+        raw["train"]["inject_faults"] = []  # faults are per invocation, never inherited
+        cfg = apply_overrides(RunConfig.from_dict(raw), overrides)
+        before, after = RunConfig.from_dict(raw).to_dict(), cfg.to_dict()
+        changed = [f"{section}.{key}: {before[section][key]!r} -> {after[section][key]!r}"
+                   for section in ("model", "optim", "data", "train") for key in after[section]
+                   if after[section][key] != before[section][key] and f"{section}.{key}" not in RESUMABLE_KEYS]
+        if changed:
+            raise DataError(f"--resume continues the run in {saved}; these cannot change mid-run: {'; '.join(changed)}")
     else:
         if args.resume:
             print(f"[pretrain] --resume: {saved} does not exist yet, starting a new run", file=sys.stderr)
@@ -80,8 +84,9 @@ def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfi
             cfg = RunConfig.from_dict(json.loads(Path(args.config).read_text(encoding="utf-8")))
         else:
             cfg = preset(args.config, open_dataset(args.data).manifest.tokenizer.vocab_size)
-    cfg = apply_overrides(cfg, overrides)
-    cfg.train.supervisor_args = cfg.train.supervisor_args + sup_args
+        cfg = apply_overrides(cfg, overrides)
+    if sup_args:
+        cfg.train.supervisor_args = sup_args
     return cfg
 
 

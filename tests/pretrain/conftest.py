@@ -67,3 +67,85 @@ def shards(tmp_path_factory, sample_dir) -> Path:
         "bn": [sample_dir / "bn" / "literature-bnarchive.txt.gz"],
         "en": [sample_dir / "en" / "wiki-en-chinapedia.txt.gz"],
     }, train_chars=24000, val_chars=6000)
+
+
+SYNTHETIC_VOCAB = 512
+SYNTHETIC_SHA = "5" * 64  # stands for "a tokenizer"; the mechanics tests never decode
+
+
+def write_synthetic_shards(out: Path, *, train_tokens: int = 40000, val_tokens: int = 3000, seed: int = 0,
+                           sha256: str = SYNTHETIC_SHA) -> Path:
+    """A learnable token stream (each id mostly follows from the previous one) in the real shard layout."""
+    rng = np.random.default_rng(seed)
+
+    def stream(n: int, shift: int) -> np.ndarray:
+        ids = np.empty(n, dtype=np.int64)
+        ids[0] = 0
+        for i in range(1, n):
+            ids[i] = 0 if i % 200 == 0 else ((ids[i - 1] * 7 + shift) % (SYNTHETIC_VOCAB - 1) + 1
+                                            if rng.random() > 0.1 else rng.integers(1, SYNTHETIC_VOCAB))
+        return ids
+
+    out.mkdir(parents=True, exist_ok=True)
+    shards = []
+    train = stream(train_tokens, 3)
+    write_shard(out / "train_000.bin", train[: train_tokens // 2], "uint16")
+    write_shard(out / "train_001.bin", train[train_tokens // 2:], "uint16")
+    for i, part in enumerate((train[: train_tokens // 2], train[train_tokens // 2:])):
+        shards.append(ShardInfo(file=f"train_00{i}.bin", split="train", tokens=len(part), documents=len(part) // 200,
+                                tokens_by_language={"bn": len(part)}))
+    for lang, shift in (("bn", 3), ("en", 5)):
+        ids = stream(val_tokens, shift)
+        write_shard(out / f"val_{lang}.bin", ids, "uint16")
+        shards.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=len(ids) // 200,
+                                tokens_by_language={lang: len(ids)}, language=lang, chars=2 * len(ids),
+                                bytes=4 * len(ids)))
+    Manifest(tokenizer=TokenizerInfo(spec="synthetic", sha256=sha256, vocab_size=SYNTHETIC_VOCAB, bos_id=0),
+             dtype="uint16", shards=shards).save(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory) -> Path:
+    return write_synthetic_shards(tmp_path_factory.mktemp("synthetic"))
+
+
+# Small enough that a step takes milliseconds on one CPU thread.
+MICRO_OVERRIDES = ["model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32",
+                   "train.global_batch_tokens=256", "data.micro_batch=4", "data.eval_tokens=256",
+                   "train.tensorboard=no", "train.threads=1", "optim.warmup_steps=3", "optim.lr=3e-3",
+                   "train.preflight_steps=1"]
+
+
+def micro_args(data: Path, out: Path, steps: int, *extra: str) -> list[str]:
+    """`pretrain launch` arguments for a micro run."""
+    args = ["launch", "--config", "tiny", "--data", str(data), "--out", str(out), "--max-steps", str(steps),
+            "--no-supervisor", "--no-eval"]
+    for o in MICRO_OVERRIDES:
+        args += ["--set", o]
+    return args + list(extra)
+
+
+def micro_config(data: Path, out: Path, *overrides: str):
+    from pretrain.config import apply_overrides, preset
+
+    cfg = preset("tiny", Manifest.load(data).tokenizer.vocab_size)
+    return apply_overrides(cfg, [*MICRO_OVERRIDES, f"data.path={data}", f"train.out={out}", "train.supervisor=no",
+                                 *overrides])
+
+
+class Micro:
+    """Helpers handed to tests (with --import-mode=importlib a test module cannot import conftest)."""
+
+    vocab = SYNTHETIC_VOCAB
+    sha256 = SYNTHETIC_SHA
+    overrides = MICRO_OVERRIDES
+    args = staticmethod(micro_args)
+    config = staticmethod(micro_config)
+    write_synthetic = staticmethod(write_synthetic_shards)
+    write_real = staticmethod(write_shard_set)
+
+
+@pytest.fixture(scope="session")
+def micro() -> type[Micro]:
+    return Micro
