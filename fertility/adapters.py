@@ -200,6 +200,14 @@ class Tokenizer(ABC):
     def id_to_token(self, i: int) -> str | None:
         """The vocabulary's spelling of id ``i``, or None."""
 
+    def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of every text, flattened: (starts, ends, pieces per text), character offsets local to each."""
+        pieces = [self.pretokenize(t) for t in texts]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(pieces)), dtype=np.int64,
+                           count=2 * int(counts.sum())).reshape(-1, 2)
+        return flat[:, 0], flat[:, 1], counts
+
     def encode_batch(self, texts: Sequence[str]) -> list[Encoded]:
         """Each text's tokens with UTF-8 byte offsets and UNK / byte-fallback flags."""
         spans = self.encode_spans(texts)
@@ -348,6 +356,18 @@ class TiktokenTokenizer(Tokenizer):
 
     def pretokenize(self, text: str) -> list[tuple[int, int]]:
         return [m.span() for m in self._pattern.finditer(text)]
+
+    def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # tiktoken's patterns match every character, so the pieces tile each text and their lengths suffice.
+        findall = self._pattern.findall
+        pieces = [findall(t) for t in texts]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
+        per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
+        if not np.array_equal(per_text, [len(t) for t in texts]):
+            return super().pretokenize_batch(texts)
+        starts, ends = _tile(lengths, counts)
+        return starts, ends, counts
 
     def token_to_id(self, token: str) -> int | None:
         if token in self._specials:

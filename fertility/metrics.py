@@ -305,13 +305,11 @@ def _attribute(gs, ge, at, weights, unit_script, n_units) -> np.ndarray:
 def _count_pretokens(tok: Tokenizer, batch: Batch, counts: Counts) -> None:
     sb = batch.scripted
     n_chars = sb.cps.size
-    pieces = [tok.pretokenize(t) for t in batch.texts]
-    per_doc = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    starts, ends, per_doc = tok.pretokenize_batch(batch.texts)
     if not per_doc.sum():
         return
-    flat = np.array([span for doc in pieces for span in doc], dtype=np.int64).reshape(-1, 2)
     offset = np.repeat(sb.doc_char_start[:-1], per_doc)
-    cs, ce = flat[:, 0] + offset, flat[:, 1] + offset
+    cs, ce = starts + offset, ends + offset
     at = np.minimum(cs, n_chars - 1)
     counts.arrays["pretokens"] = _attribute(cs, ce, at, np.ones(cs.size), sb.char_script, n_chars)
     first = np.zeros(n_chars + 1, dtype=bool)

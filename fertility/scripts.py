@@ -132,6 +132,10 @@ def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
     cluster_lengths: list[int] = []
     clusters_per_doc = np.empty(len(texts), dtype=np.int64)
     for i, text in enumerate(texts):
+        if text.isascii() and "\r" not in text:  # every ASCII character but CR (of CR LF) is its own cluster
+            cluster_lengths.extend([1] * len(text))
+            clusters_per_doc[i] = len(text)
+            continue
         before = len(cluster_lengths)
         cluster_lengths.extend(map(len, GRAPHEME.findall(text)))
         clusters_per_doc[i] = len(cluster_lengths) - before

@@ -69,3 +69,27 @@ def test_o200k_bengali_ceiling_on_prose(shared_dir, shared_tok):
     source = fertility.TextSource("bn", str(shared_dir / "data" / "bn" / "blog-sachalayatan.txt.gz"))
     report = fertility.analyze([shared_tok("o200k_base")], [source], max_chars=150_000, progress=False)
     assert report.tokenizers[0].scripts["Bengali"].pretoken_ceiling > 5
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_monolingual_prose_and_wikipedia_agree_with_independent_count(shared_dir, shared_tokenizers, shared_tok):
+    files = {"bn": shared_dir / "data" / "bn" / "blog-sachalayatan.txt.gz",
+             "en": shared_dir / "data" / "en" / "wiki-en-chinapedia.txt.gz"}
+    max_chars = 60_000
+    report = fertility.analyze([shared_tok(n) for n in NAMES],
+                               [fertility.TextSource(lang, str(p)) for lang, p in files.items()],
+                               max_chars=max_chars, progress=False)
+    count = reference_encoders(shared_tokenizers)
+    for lang, path in files.items():
+        lines, chars = [], 0
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if chars >= max_chars:
+                    break
+                if line.strip():
+                    lines.append(line.rstrip("\n"))
+                    chars += len(lines[-1])
+        for name in NAMES:
+            independent = chars / count[name](lines)
+            assert report.tokenizer(name).languages[lang].chars_per_token == pytest.approx(independent, rel=0.01)
