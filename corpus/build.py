@@ -91,21 +91,14 @@ def parse_sources(args: list[str]) -> list[TextSource]:
     return [parse_text_arg(a) for a in args]
 
 
-def tokenizer_info(tok: Tokenizer, spec: str, tokenizer_dir: str | None) -> TokenizerInfo:
-    """The manifest's tokenizer record. ``spec`` is an absolute path whenever the loaded file reloads the same."""
+def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
+    """The manifest's tokenizer record; ``spec`` becomes the absolute path of the file that was loaded."""
     if tok.bos_id is None:
         raise BuildError(f"tokenizer {spec!r} has no BOS (or end-of-text) token; every document in a shard "
                          f"must start with one. Train or choose a tokenizer that defines it")
     path = Path(tok.path).resolve()
-    recorded = spec
-    if path.exists():
-        try:
-            if load_tokenizer(str(path)).fingerprint == tok.fingerprint:
-                recorded = str(path)
-        except ValueError:
-            recorded = spec
-    return TokenizerInfo(spec=recorded, sha256=tok.fingerprint, vocab_size=tok.vocab_size, bos_id=tok.bos_id,
-                         eos_id=tok.eos_id)
+    return TokenizerInfo(spec=str(path) if path.exists() else spec, sha256=tok.fingerprint,
+                         vocab_size=tok.vocab_size, bos_id=tok.bos_id, eos_id=tok.eos_id)
 
 
 def arguments(config: BuildConfig) -> dict:
@@ -313,7 +306,9 @@ def prepare(config: BuildConfig, work_dir: Path, *, workers: int = 1, progress: 
     if config.mix is not None:
         check_languages(config.mix, {s.lang for s in sources})
     tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
-    info = tokenizer_info(tok, config.ingest.tokenizer, config.ingest.tokenizer_dir)
+    info = tokenizer_info(tok, config.ingest.tokenizer)
+    if work_dir.exists():
+        _remove_stale_temp_files(work_dir, work_dir / "units")
     states = ingest(sources, config.ingest, work_dir, tok.fingerprint, workers=workers, progress=progress)
     table = doc_table(work_dir, states, len(config.ingest.compare_tokenizers))
     val = hold_out_validation(table, states, config)
@@ -353,11 +348,12 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, wor
     out_dir.mkdir(parents=True, exist_ok=True)
     args = arguments(config)
     tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
-    info = tokenizer_info(tok, config.ingest.tokenizer, config.ingest.tokenizer_dir)
+    info = tokenizer_info(tok, config.ingest.tokenizer)
     existing = _check_existing(out_dir, info, args, append)
     if existing is not None and {k: v for k, v in existing.arguments.items() if k != "previous"} == args:
         return existing, None
     work_dir = out_dir / WORK_DIR
+    _remove_stale_temp_files(out_dir)
     prepared = prepare(config, work_dir, workers=workers, progress=progress)
     table = prepared.table
     train_rows = select_training(table, prepared.plan, _train_mask(table, prepared.val), config.seed)
@@ -387,6 +383,13 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, wor
     if not keep_work:
         shutil.rmtree(work_dir, ignore_errors=True)
     return manifest, prepared
+
+
+def _remove_stale_temp_files(*directories: Path) -> None:
+    """Temp files that a killed ``atomic_write_bytes`` left behind (never a committed file)."""
+    for directory in directories:
+        for path in directory.glob(".*.tmp"):
+            path.unlink(missing_ok=True)
 
 
 def _train_mask(table: DocTable, val: dict[str, np.ndarray]) -> np.ndarray:

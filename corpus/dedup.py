@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
-from datasketch import LeanMinHash, MinHash, MinHashLSH
+from datasketch import LeanMinHash, MinHash
 
 _WORD = regex.compile(r"\w+")
 _NGRAM_MULTIPLIER = np.uint64(0x9E3779B1)
@@ -82,7 +82,12 @@ class Deduplicator:
     def __init__(self, config: DedupConfig):
         self.config = config
         self.seen: set[bytes] = set()
-        self.lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm) if config.near else None
+        self.lsh = None
+        if config.near:
+            # Imported here: datasketch.lsh pulls in scipy, a second of start-up that exact-only builds skip.
+            from datasketch import MinHashLSH
+
+            self.lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
         self._next_id = 0
 
     def check(self, key: bytes, sig: np.ndarray) -> str | None:

@@ -126,12 +126,12 @@ def _counter_keys(data: dict) -> list[str]:
 
 def plot_shares(data: dict, path: Path) -> None:
     """Stacked bars: each language's share of the corpus and of the training split, in every unit."""
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig = Figure(figsize=(11, 4))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, key, title in ((axes[0], "corpus_shares", "kept corpus"), (axes[1], "train_shares", "training split")):
         table = {u: v for u, v in data[key].items() if u != "documents"}
         units = list(table)
@@ -151,7 +151,6 @@ def plot_shares(data: dict, path: Path) -> None:
     fig.suptitle("The same text in characters, bytes and tokens")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_report(out_dir: Path, manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepared,
