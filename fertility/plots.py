@@ -39,21 +39,31 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+# Above this many bars in a group, value labels would overlap: the axis is read instead.
+MAX_LABELLED_BARS = 6
+
+
+def _width(n_bars: int) -> float:
+    return float(min(16, max(6, 0.4 * n_bars + 2)))
+
+
 def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], fmt: str = "{:.2f}") -> None:
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(groups))
+    colors = plt.get_cmap("tab20" if len(series) > 10 else "tab10").colors
     for i, (label, values) in enumerate(series.items()):
-        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label)
-        ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=7, padding=1)
+        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label, color=colors[i % len(colors)])
+        if len(series) <= MAX_LABELLED_BARS:
+            ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=7, padding=1)
     ax.set_xticks(x, groups)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
     ax.grid(axis="y", alpha=0.3)
 
 
 def chars_per_token_figure(report: Report) -> bytes:
     """Grouped bars: chars/token of each script under each tokenizer."""
     scripts = main_scripts(report)
-    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(scripts) * max(1, len(report.tokenizers)) / 2), 3.6))
+    fig, ax = plt.subplots(figsize=(_width(len(scripts) * len(report.tokenizers)), 3.6))
     series = {t.name: [t.scripts[s].chars_per_token if s in t.scripts else 0.0 for s in scripts]
               for t in report.tokenizers}
     _grouped_bars(ax, scripts, series)
@@ -65,7 +75,8 @@ def chars_per_token_figure(report: Report) -> bytes:
 def ceiling_figure(report: Report) -> bytes:
     """Per script: achieved chars/token (bars) against the pre-tokenizer ceiling (outlined bars)."""
     scripts = main_scripts(report)
-    fig, axes = plt.subplots(1, len(scripts), figsize=(3.2 * len(scripts) + 1, 3.6), squeeze=False)
+    per_axis = max(3.2, 0.45 * len(report.tokenizers))
+    fig, axes = plt.subplots(1, len(scripts), figsize=(per_axis * len(scripts) + 1, 3.8), squeeze=False)
     names = [t.name for t in report.tokenizers]
     x = np.arange(len(names))
     for ax, script in zip(axes[0], scripts, strict=True):
@@ -73,7 +84,9 @@ def ceiling_figure(report: Report) -> bytes:
         ceiling = [t.scripts[script].pretoken_ceiling if script in t.scripts else 0.0 for t in report.tokenizers]
         ax.bar(x, ceiling, 0.6, fill=False, edgecolor="black", linestyle="--", label="pre-tokenizer ceiling")
         bars = ax.bar(x, achieved, 0.6, color="tab:blue", alpha=0.8, label="achieved")
-        ax.bar_label(bars, labels=[f"{a:.2f}/{c:.2f}" for a, c in zip(achieved, ceiling, strict=True)], fontsize=7)
+        if len(names) <= MAX_LABELLED_BARS:
+            ax.bar_label(bars, labels=[f"{a:.2f}/{c:.2f}" for a, c in zip(achieved, ceiling, strict=True)],
+                         fontsize=7)
         ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
         ax.set_title(script)
         ax.grid(axis="y", alpha=0.3)
@@ -88,7 +101,7 @@ def premium_figure(report: Report) -> bytes | None:
     langs = [lang for lang in report.parallel_texts if lang != report.reference]
     if not langs:
         return None
-    fig, ax = plt.subplots(figsize=(max(5, 1.5 * len(langs) * len(report.tokenizers) / 2), 3.6))
+    fig, ax = plt.subplots(figsize=(_width(len(langs) * len(report.tokenizers)), 3.6))
     series = {t.name: [t.parallel[lang].premium for lang in langs] for t in report.tokenizers}
     _grouped_bars(ax, langs, series)
     ax.axhline(1.0, color="black", linewidth=0.8)
