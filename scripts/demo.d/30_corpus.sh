@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Corpus: clean, dedup and mix the shipped sample 70/30 Bangla/English in *tokens*, write shards, verify them.
+set -euo pipefail
+TOKENIZER=${DEMO_TOKENIZER:-gpt2}
+COMPARE=(--compare-tokenizer o200k_base)
+if [ "$TOKENIZER" != gpt2 ]; then COMPARE+=(--compare-tokenizer gpt2); fi
+echo "== 3. Corpus: a Bangla-first mixture in tokens of $TOKENIZER =="
+rm -rf "$OUT/corpus"
+corpus build --tokenizer "$TOKENIZER" "${COMPARE[@]}" \
+  --source bn=$SAMPLE/bn/literature-bnarchive.txt.gz --source bn=$SAMPLE/bn/poems-pd-banglakosh.txt.gz \
+  --source en=$SAMPLE/en/wiki-en-chinapedia.txt.gz \
+  --mix bn=0.7,en=0.3 --tokens 6e5 --max-epochs 4 --val-tokens 20000 --shard-tokens 200000 \
+  --max-chars 400000 --out "$OUT/corpus" --no-progress
+corpus inspect "$OUT/corpus" --recount --no-progress
+echo "Corpus report: $OUT/corpus/report.md (plot: $OUT/corpus/shares.png)"
