@@ -126,7 +126,8 @@ def check_nonfinite(records: list[dict[str, Any]]) -> Verdict | None:
     step = int(rec["step"])
     for key, reason in (("loss", "nonfinite_loss"), ("grad_norm", "nonfinite_grad_norm")):
         if key in rec and not math.isfinite(as_float(rec[key])):
-            return Verdict(reason, step, {key: str(rec[key]), "step": step}, step)
+            value = rec[key]
+            return Verdict(reason, step, {key: "null" if value is None else str(value)}, step)
     return None
 
 
@@ -203,8 +204,9 @@ def detect(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | No
     """Judge the newest step of ``records`` (the run's steps in order) against the ones before it."""
     if not records:
         return None
-    return (check_nonfinite(records) or check_grad_explosion(records, cfg)
-            or check_loss_spike(records, cfg) or check_throughput(records, cfg))
+    # A loss spike usually drags the gradient norm up with it; the loss is the symptom to report.
+    return (check_nonfinite(records) or check_loss_spike(records, cfg)
+            or check_grad_explosion(records, cfg) or check_throughput(records, cfg))
 
 
 def scan(records: list[dict[str, Any]], cfg: SupervisorConfig) -> Verdict | None:
@@ -346,13 +348,17 @@ def request_halt(run_dir: Path, verdict: Verdict, state: SupervisorState, cfg: S
 
 
 def halt_stalled_trainer(run_dir: Path, pid: int, verdict: Verdict, cfg: SupervisorConfig) -> None:
-    """End a trainer that no longer answers and write halt.json in its place."""
-    ended_by = terminate(pid, cfg.grace_s)
-    halt = {"reason": verdict.reason, "evidence": {**verdict.evidence, "ended_by": ended_by},
+    """Write halt.json in place of a trainer that no longer answers, then end it.
+
+    halt.json comes first so that whoever waits on the trainer's exit finds it; how the trainer ended
+    is logged to supervisor.jsonl.
+    """
+    halt = {"reason": verdict.reason,
+            "evidence": {**verdict.evidence, "action": f"SIGTERM, then SIGKILL after {cfg.grace_s} s"},
             "step": verdict.step, "last_good_checkpoint": _last_good_checkpoint(run_dir),
             "written_by": "supervisor"}
     write_json(run_dir / HALT_NAME, halt)
-    log_event(run_dir, "terminated", **halt)
+    log_event(run_dir, "terminated", **halt, ended_by=terminate(pid, cfg.grace_s))
 
 
 def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig) -> int:

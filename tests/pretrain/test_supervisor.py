@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from corpus.normalize import normalize
+from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
+from fertility.text import iter_documents
+from pretrain import cli
 from pretrain import supervisor as sup
+from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.supervisor import SupervisorConfig
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 CFG = SupervisorConfig(window=50, min_history=10, throughput_patience=3, throughput_warmup=2)
 
@@ -49,7 +69,7 @@ def test_nonfinite_values_halt_at_their_step(key, value, reason):
     records[3][key] = value  # early: no history is needed to judge a NaN
     verdict = sup.scan(records, CFG)
     assert verdict is not None and verdict.reason == reason and verdict.step == 3
-    assert verdict.evidence[key] == str(value)
+    assert verdict.evidence[key] == ("null" if value is None else str(value))
 
 
 def test_loss_spike_is_caught_with_its_z_score():
@@ -194,3 +214,180 @@ def test_rollback_policy_gives_up_after_max_rollbacks(tmp_path):
     # A slow trainer is never rolled back: replaying the data does not make it faster.
     slow = sup.Verdict("throughput_collapse", 50, {}, 48)
     assert sup.request_halt(tmp_path, slow, sup.SupervisorState(), cfg) == "halt"
+
+
+# ------------------------------------------------------------------------------------- faults in real runs
+
+BYTE_BOS = 0  # NUL never occurs in the text, so it can stand for BOS
+
+
+def write_byte_shards(out: Path, sample_dir: Path) -> Path:
+    """Real sample text (Bangla and English) as UTF-8 bytes, in the `corpus.shards` layout and manifest.
+
+    Bytes keep the vocabulary at 256, so a `tiny` step takes milliseconds and a whole faulty run a few seconds.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    sources = {"bn": sample_dir / "bn" / "literature-bnarchive.txt.gz",
+               "en": sample_dir / "en" / "wiki-en-chinapedia.txt.gz"}
+    train, by_lang, infos = [], {}, []
+    for lang, path in sources.items():
+        docs = [normalize(d.text) for d in iter_documents(str(path), max_chars=16000)]
+        split = int(len(docs) * 0.8)
+        for part, name in ((docs[:split], "train"), (docs[split:], "val")):
+            ids = np.concatenate([np.frombuffer(bytes([BYTE_BOS]) + d.encode(), dtype=np.uint8) for d in part])
+            if name == "train":
+                train.append(ids)
+                by_lang[lang] = len(ids)
+                continue
+            write_shard(out / f"val_{lang}.bin", ids, "uint16")
+            infos.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=len(part),
+                                   tokens_by_language={lang: len(ids)}, language=lang,
+                                   chars=sum(map(len, part)), bytes=sum(len(d.encode()) for d in part)))
+    tokens = np.concatenate(train)
+    write_shard(out / "train_000.bin", tokens, "uint16")
+    infos.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(tokens), documents=0,
+                              tokens_by_language=by_lang))
+    Manifest(tokenizer=TokenizerInfo(spec="utf-8 bytes", sha256=hashlib.sha256(b"utf-8 bytes").hexdigest(),
+                                     vocab_size=256, bos_id=BYTE_BOS), dtype="uint16", shards=infos).save(out)
+    return out
+
+
+TRAIN_ARGS = [
+    "--config", "tiny", "--set", "model.n_layer=2", "--set", "model.n_embd=64", "--set", "model.block_size=64",
+    "--global-batch-tokens", "256", "--micro-batch", "4", "--set", "train.checkpoint_interval=4",
+    "--set", "train.eval_interval=1000", "--set", "data.eval_tokens=256", "--set", "train.preflight_steps=0",
+    "--set", "train.tensorboard=false", "--set", "train.threads=1", "--no-eval",
+]
+SUP_ARGS = ["--poll-s", "0.05", "--window", "30", "--min-history", "8", "--throughput-warmup", "3",
+            "--throughput-patience", "3", "--heartbeat-timeout-s", "60", "--grace-s", "2"]
+# Runs that must not trip on throughput: all seven share two cores, so their speeds wobble together.
+STEADY = ["--throughput-fraction", "0.02"]
+
+# name -> (faults, max steps, extra supervisor options)
+RUNS = {
+    "nan_loss": (["nan_loss@12"], 400, STEADY),
+    "loss_spike": (["loss_spike@12"], 400, STEADY),
+    "grad_explode": (["grad_explode@12"], 400, STEADY),
+    "slow": (["slow@14"], 400, ["--throughput-fraction", "0.3", "--throughput-patience", "2"]),
+    "hang": (["hang@10"], 400, [*STEADY, "--heartbeat-timeout-s", "6"]),
+    "kill_during_checkpoint": (["kill_during_checkpoint@8"], 400, STEADY),
+    "rollback": (["loss_spike@12", "nan_loss@20"], 32, [*STEADY, "--halt-policy", "rollback"]),
+}
+# These end the trainer's process, so they need one of their own; the others train inside the test
+# process (torch is imported already), each with its supervisor in a separate process as in production.
+OWN_PROCESS = ("hang", "kill_during_checkpoint")
+
+
+@dataclass
+class Run:
+    dir: Path
+    returncode: int
+    log: str
+
+    def json(self, name: str) -> dict:
+        return json.loads((self.dir / name).read_text())
+
+    def jsonl(self, name: str) -> list[dict]:
+        return [json.loads(line) for line in (self.dir / name).read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def fault_runs(tmp_path_factory, sample_dir) -> dict[str, Run]:
+    """Every fault injected into its own real `tiny` run with its supervisor."""
+    root = tmp_path_factory.mktemp("faults")
+    data = write_byte_shards(root / "shards", sample_dir)
+
+    def argv(name: str) -> list[str]:
+        faults, steps, options = RUNS[name]
+        return ["launch", *TRAIN_ARGS, "--data", str(data), "--out", str(root / name), "--max-steps", str(steps),
+                "--supervisor-args", " ".join(SUP_ARGS + options), *(a for f in faults for a in ("--inject-fault", f))]
+
+    codes, procs = {}, {}
+    with contextlib.ExitStack() as logs:
+        for name in OWN_PROCESS:
+            log = logs.enter_context(open(root / f"{name}.log", "w"))
+            procs[name] = subprocess.Popen([sys.executable, "-m", "pretrain", *argv(name)], stdout=log,
+                                           stderr=subprocess.STDOUT)
+        try:
+            for name in RUNS:
+                if name not in OWN_PROCESS:
+                    with open(root / f"{name}.log", "w") as log, contextlib.redirect_stderr(log):
+                        codes[name] = cli.main(argv(name))
+            for name, proc in procs.items():
+                codes[name] = proc.wait(timeout=300)
+        finally:
+            for proc in procs.values():
+                proc.kill()
+    return {name: Run(root / name, codes[name], (root / f"{name}.log").read_text()) for name in RUNS}
+
+
+def assert_checkpoints_intact(run: Run, newest_step: int) -> None:
+    """Every complete checkpoint loads and passes its checksum; the newest is ``newest_step``."""
+    latest = latest_checkpoint(run.dir)
+    assert latest is not None and latest.name == f"step_{newest_step:08d}.pt", run.log
+    for path in step_checkpoints(run.dir):
+        state = load_checkpoint(path)
+        assert all(torch.isfinite(v).all() for v in state["model"].values()), path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault,reason", [("nan_loss", "nonfinite_loss"), ("loss_spike", "loss_spike"),
+                                          ("grad_explode", "grad_norm_explosion"), ("slow", "throughput_collapse")])
+def test_supervisor_halts_a_faulty_run_at_a_step_boundary(fault_runs, fault, reason):
+    run = fault_runs[fault]
+    assert run.returncode == 3, run.log
+    halt = run.json("halt.json")
+    assert halt["reason"] == reason and halt["written_by"] == "trainer"
+    assert halt["step"] == (15 if fault == "slow" else 12)  # the slow streak is judged on its second step
+    assert halt["trainer_step"] >= halt["step"]
+    assert not (run.dir / sup.HALT_REQUEST_NAME).exists()  # consumed
+    requests = [e for e in _events(run.dir) if e["event"] == "request"]
+    assert len(requests) == 1 and requests[0]["action"] == "halt"
+    # The last good checkpoint is named, intact, and from before the fault where the fault poisons weights.
+    last_good = Path(halt["last_good_checkpoint"])
+    assert last_good == latest_checkpoint(run.dir)
+    if fault == "nan_loss":
+        assert last_good.name == "step_00000008.pt"  # nothing was saved after the NaN
+    assert_checkpoints_intact(run, int(last_good.stem.split("_")[1]))
+
+
+@pytest.mark.slow
+def test_supervisor_ends_a_hung_trainer_and_writes_halt_json(fault_runs):
+    run = fault_runs["hang"]
+    assert run.returncode == -signal.SIGTERM, run.log
+    halt = run.json("halt.json")
+    assert halt["reason"] == "heartbeat_stalled" and halt["written_by"] == "supervisor"
+    assert halt["step"] == 9 and halt["evidence"]["seconds_silent"] > 6
+    assert [e.get("ended_by") for e in _events(run.dir)] == [None, "SIGTERM"]
+    assert halt["last_good_checkpoint"].endswith("step_00000008.pt")
+    assert_checkpoints_intact(run, 8)
+
+
+@pytest.mark.slow
+def test_kill_9_while_writing_a_checkpoint_keeps_the_previous_one(fault_runs):
+    run = fault_runs["kill_during_checkpoint"]
+    assert run.returncode == -signal.SIGKILL, run.log
+    ckdir = run.dir / "checkpoints"
+    assert list(ckdir.glob(".step_00000008.pt.*.tmp")), "the fault should leave a half-written temp file"
+    assert not (ckdir / "step_00000008.pt").exists()
+    assert_checkpoints_intact(run, 4)
+    assert not (run.dir / "halt.json").exists()  # nobody halted it: it died
+
+
+@pytest.mark.slow
+def test_rollback_policy_skips_the_bad_batches_and_finishes(fault_runs):
+    run = fault_runs["rollback"]
+    assert run.returncode == 0, run.log
+    assert not (run.dir / "halt.json").exists()
+    rollbacks = run.jsonl("rollbacks.jsonl")
+    assert [r["reason"] for r in rollbacks] == ["loss_spike", "nonfinite_loss"]
+    assert [r["request_step"] for r in rollbacks] == [12, 20]
+    assert rollbacks[1]["resumed_at_step"] < 20  # back before the NaN: no checkpoint saw it
+    requests = [e for e in _events(run.dir) if e["event"] == "request"]
+    assert [(e["action"], e["rollbacks"]) for e in requests] == [("rollback", 1), ("rollback", 2)]
+    # The last logged trajectory (after the rollbacks) is finite and reaches the end.
+    final = {}
+    for rec in run.jsonl("metrics.jsonl"):
+        final[rec["step"]] = rec
+    assert max(final) == 32 and all(final[s]["loss"] is not None for s in final)
+    assert_checkpoints_intact(run, 32)
