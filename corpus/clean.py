@@ -11,6 +11,7 @@ import functools
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
 import regex
 
 from corpus.normalize import normalize
@@ -41,6 +42,9 @@ _SPACE_AROUND_NEWLINE = regex.compile(r" ?\n ?")
 _BLANK_LINES = regex.compile(r"\n{3,}")
 _LETTERS = regex.compile(r"[\p{L}\p{M}]+")
 _WORD = regex.compile(r"\w+")
+_WORD_WIDTH = 24
+_WORD_POWERS = np.uint64(0x100000001B3) ** np.arange(_WORD_WIDTH, dtype=np.uint64)
+_NGRAM_MULTIPLIER = np.uint64(0x9E3779B1)
 # U+FFFD, and UTF-8 read as cp1252/Latin-1: a lead byte shown as Â/Ã/à/â followed by a continuation byte
 # shown as a C1-range or cp1252 punctuation character (e.g. "à¦¬" for ব, "â€™" for ’, "Ã©" for é).
 _MOJIBAKE = regex.compile(
@@ -107,18 +111,36 @@ def dup_line_share(text: str) -> float:
     return sum(len(line) for line in lines if counts[line] > 1) / total
 
 
+def words(text: str) -> list[str]:
+    """The document's words, case-folded (what n-gram repetition and dedup look at)."""
+    return _WORD.findall(text.casefold())
+
+
+def ngram_hashes(word_list: list[str], n: int) -> np.ndarray:
+    """64-bit hashes of the word n-grams (one n-gram of all words when there are fewer than n)."""
+    if not word_list:
+        return np.zeros(0, dtype=np.uint64)
+    # Words as fixed-width code point rows (longer words truncated), hashed as polynomials in one numpy pass.
+    codes = np.array(word_list, dtype=f"<U{_WORD_WIDTH}").view(np.uint32).reshape(len(word_list), _WORD_WIDTH)
+    h = (codes.astype(np.uint64) * _WORD_POWERS).sum(axis=1, dtype=np.uint64)
+    n = min(n, len(word_list))
+    grams = np.zeros(len(word_list) - n + 1, dtype=np.uint64)
+    for k in range(n):
+        grams = grams * _NGRAM_MULTIPLIER + h[k:len(h) - n + 1 + k]
+    return grams
+
+
 def dup_ngram_share(text: str, n: int) -> float:
     """Share of words covered by a word n-gram that occurs more than once in the document."""
-    words = _WORD.findall(text.lower())
-    if len(words) < 2 * n:
+    w = words(text)
+    if len(w) < 2 * n:
         return 0.0
-    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
-    counts = Counter(grams)
-    covered = bytearray(len(words))
-    for i, gram in enumerate(grams):
-        if counts[gram] > 1:
-            covered[i:i + n] = b"\x01" * n
-    return sum(covered) / len(words)
+    _, inverse, counts = np.unique(ngram_hashes(w, n), return_inverse=True, return_counts=True)
+    starts = np.flatnonzero(counts[inverse] > 1)
+    edges = np.zeros(len(w) + 1, dtype=np.int64)
+    np.add.at(edges, starts, 1)
+    np.add.at(edges, starts + n, -1)
+    return float(np.count_nonzero(np.cumsum(edges[:-1]))) / len(w)
 
 
 def bad_char_share(text: str) -> float:

@@ -13,14 +13,11 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-import regex
 from datasketch import LeanMinHash, MinHash
 
-_WORD = regex.compile(r"\w+")
-_NGRAM_MULTIPLIER = np.uint64(0x9E3779B1)
+from corpus.clean import ngram_hashes
+
 _MASK32 = np.uint64(0xFFFFFFFF)
-_WORD_WIDTH = 24
-_WORD_POWERS = np.uint64(0x100000001B3) ** np.arange(_WORD_WIDTH, dtype=np.uint64)
 
 
 @dataclass
@@ -34,24 +31,15 @@ class DedupConfig:
     ngram: int = 5
 
 
-def exact_key(text: str) -> bytes:
-    """16-byte hash of the text with case, punctuation and whitespace differences removed."""
-    return hashlib.blake2b(" ".join(_WORD.findall(text.casefold())).encode(), digest_size=16).digest()
+def exact_key(word_list: list[str]) -> bytes:
+    """16-byte hash of a document's case-folded words: case, punctuation and spacing do not count."""
+    return hashlib.blake2b(" ".join(word_list).encode(), digest_size=16).digest()
 
 
-def shingle_hashes(text: str, ngram: int) -> np.ndarray:
+def shingle_hashes(word_list: list[str], ngram: int) -> np.ndarray:
     """32-bit hashes of the document's word n-grams (the whole word sequence when shorter than n)."""
-    words = _WORD.findall(text.casefold())
-    if not words:
-        return np.zeros(0, dtype=np.uint64)
-    # Words as fixed-width code point rows (longer words truncated), hashed as polynomials in one numpy pass.
-    codes = np.array(words, dtype=f"<U{_WORD_WIDTH}").view(np.uint32).reshape(len(words), _WORD_WIDTH)
-    h = (codes.astype(np.uint64) * _WORD_POWERS).sum(axis=1, dtype=np.uint64)
-    n = min(ngram, len(words))
-    grams = np.zeros(len(words) - n + 1, dtype=np.uint64)
-    for k in range(n):
-        grams = grams * _NGRAM_MULTIPLIER + h[k:len(h) - n + 1 + k]
-    return (grams ^ (grams >> np.uint64(32))) & _MASK32
+    h = ngram_hashes(word_list, ngram)
+    return (h ^ (h >> np.uint64(32))) & _MASK32
 
 
 def _identity(value: int) -> int:
@@ -64,11 +52,11 @@ def _permutations(num_perm: int) -> np.ndarray:
     return MinHash(num_perm=num_perm).permutations
 
 
-def signature(text: str, config: DedupConfig) -> np.ndarray:
+def signature(word_list: list[str], config: DedupConfig) -> np.ndarray:
     """The document's MinHash signature (``num_perm`` uint32 values) over its word n-grams."""
     m = MinHash(num_perm=config.num_perm, hashfunc=_identity, permutations=_permutations(config.num_perm),
                 scheme="affine32")
-    m.update_batch(shingle_hashes(text, config.ngram).tolist())
+    m.update_batch(shingle_hashes(word_list, config.ngram).tolist())
     return np.asarray(m.hashvalues, dtype=np.uint32)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus.clean import CleanConfig, clean_document
+from corpus.clean import CleanConfig, clean_document, words
 from corpus.dedup import DedupConfig, Deduplicator, exact_key, signature
 from corpus.shards import atomic_write_bytes
 from fertility.adapters import load_tokenizer
@@ -107,6 +107,7 @@ def _process_unit(language: str, texts: list[str]) -> dict:
         if cleaned is not None:
             kept.append(cleaned)
     ids = _WORKER["tokenizer"].encode_ids(kept) if kept else []
+    word_lists = [words(t) for t in kept]
     compare = np.array([[len(x) for x in tok.encode_ids(kept)] for tok in _WORKER["compare"]],
                        dtype=np.int64).T.reshape(len(kept), len(_WORKER["compare"]))
     return {
@@ -114,8 +115,8 @@ def _process_unit(language: str, texts: list[str]) -> dict:
         "ids": ids,
         "chars": np.array([len(t) for t in kept], dtype=np.int64),
         "bytes": np.array([len(t.encode()) for t in kept], dtype=np.int64),
-        "keys": np.array([np.frombuffer(exact_key(t), dtype=np.uint8) for t in kept], dtype=np.uint8).reshape(-1, 16),
-        "sigs": np.array([signature(t, config.dedup) for t in kept], dtype=np.uint32).reshape(-1, config.dedup.num_perm),
+        "keys": np.array([np.frombuffer(exact_key(w), dtype=np.uint8) for w in word_lists], dtype=np.uint8).reshape(-1, 16),
+        "sigs": np.array([signature(w, config.dedup) for w in word_lists], dtype=np.uint32).reshape(-1, config.dedup.num_perm),
         "compare": compare,
     }
 

@@ -6,7 +6,16 @@ import gzip
 
 import numpy as np
 
+from corpus.clean import words
 from corpus.dedup import DedupConfig, Deduplicator, exact_key, shingle_hashes, signature
+
+
+def key(text):
+    return exact_key(words(text))
+
+
+def sig(text, config):
+    return signature(words(text), config)
 
 
 def _paragraphs(path, n):
@@ -15,18 +24,18 @@ def _paragraphs(path, n):
 
 
 def test_exact_key_ignores_case_punctuation_whitespace():
-    assert exact_key("Hello,  World!") == exact_key("hello world")
-    assert exact_key("hello world") != exact_key("hello word")
-    assert exact_key("আমি  গান গাই।") == exact_key("আমি গান গাই")
+    assert key("Hello,  World!") == key("hello world")
+    assert key("hello world") != key("hello word")
+    assert key("আমি  গান গাই।") == key("আমি গান গাই")
 
 
 def test_shingles_are_deterministic_and_order_sensitive():
-    a = shingle_hashes("a b c d e f g", 5)
+    a = shingle_hashes(words("a b c d e f g"), 5)
     assert a.size == 3
-    assert np.array_equal(a, shingle_hashes("A b c d e f g", 5))
-    assert not np.array_equal(a, shingle_hashes("g f e d c b a", 5))
-    assert shingle_hashes("", 5).size == 0
-    assert shingle_hashes("two words", 5).size == 1
+    assert np.array_equal(a, shingle_hashes(words("A b c d e f g"), 5))
+    assert not np.array_equal(a, shingle_hashes(words("g f e d c b a"), 5))
+    assert shingle_hashes(words(""), 5).size == 0
+    assert shingle_hashes(words("two words"), 5).size == 1
 
 
 def test_near_duplicates_found_unrelated_kept(sample_dir):
@@ -34,23 +43,23 @@ def test_near_duplicates_found_unrelated_kept(sample_dir):
     docs = [p for p in _paragraphs(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 60) if len(p.split()) > 60][:20]
     d = Deduplicator(config)
     for doc in docs:
-        assert d.check(exact_key(doc), signature(doc, config)) is None
+        assert d.check(key(doc), sig(doc, config)) is None
     words = docs[3].split()
     edited = " ".join(words[:-1] + ["changed"])  # one word of many
-    assert d.check(exact_key(edited), signature(edited, config)) == "near_duplicate"
-    assert d.check(exact_key(docs[5].upper()), signature(docs[5].upper(), config)) == "exact_duplicate"
+    assert d.check(key(edited), sig(edited, config)) == "near_duplicate"
+    assert d.check(key(docs[5].upper()), sig(docs[5].upper(), config)) == "exact_duplicate"
     unrelated = _paragraphs(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 200)[150]
-    assert d.check(exact_key(unrelated), signature(unrelated, config)) is None
+    assert d.check(key(unrelated), sig(unrelated, config)) is None
 
 
 def test_near_dedup_can_be_switched_off(sample_dir):
     config = DedupConfig(near=False)
     doc = _paragraphs(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz", 1)[0]
     d = Deduplicator(config)
-    assert d.check(exact_key(doc), signature(doc, config)) is None
+    assert d.check(key(doc), sig(doc, config)) is None
     edited = doc + " শেষ"
-    assert d.check(exact_key(edited), signature(edited, config)) is None
-    assert d.check(exact_key(doc), signature(doc, config)) == "exact_duplicate"
+    assert d.check(key(edited), sig(edited, config)) is None
+    assert d.check(key(doc), sig(doc, config)) == "exact_duplicate"
 
 
 def test_remembered_state_decides_like_the_original(sample_dir):
@@ -58,10 +67,10 @@ def test_remembered_state_decides_like_the_original(sample_dir):
     docs = _paragraphs(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz", 40)
     probes = [docs[2] + " আর", docs[7], "নতুন কবিতা " * 3 + docs[30][:50]]
     first = Deduplicator(config)
-    kept = [(exact_key(t), signature(t, config)) for t in docs if first.check(exact_key(t), signature(t, config)) is None]
+    kept = [(key(t), sig(t, config)) for t in docs if first.check(key(t), sig(t, config)) is None]
     rebuilt = Deduplicator(config)
-    for key, sig in kept:
-        rebuilt.remember(key, sig)
+    for k, s in kept:
+        rebuilt.remember(k, s)
     for probe in probes:
-        k, s = exact_key(probe), signature(probe, config)
+        k, s = key(probe), sig(probe, config)
         assert Deduplicator.check(rebuilt, k, s) == Deduplicator.check(first, k, s)
