@@ -126,6 +126,8 @@ class Batch:
     texts: list[str]
     scripted: ScriptedBatch
     byte_script: np.ndarray  # script of every UTF-8 byte
+    byte_runs: np.ndarray  # per byte position (0..n_bytes): how many script changes precede it
+    char_runs: np.ndarray  # the same over characters
     cluster_start_byte: np.ndarray  # bool over byte positions 0..n_bytes: a cluster (or document) starts here
     char_start_byte: np.ndarray  # bool over byte positions 0..n_bytes: a character starts here
     word_start: np.ndarray  # global byte offsets of words
@@ -160,8 +162,17 @@ def prepare_batch(texts: Sequence[str]) -> Batch:
         "bytes": np.bincount(byte_script, minlength=N_SCRIPTS).astype(np.float64),
         "words": np.bincount(sb.char_script[starts], minlength=N_SCRIPTS).astype(np.float64),
     }
-    return Batch(texts, sb, byte_script, cluster_start_byte, char_start_byte, sb.char_to_byte[starts],
-                 sb.char_to_byte[ends], sb.char_script[starts], static)
+    return Batch(texts, sb, byte_script, _runs(byte_script), _runs(sb.char_script), cluster_start_byte,
+                 char_start_byte, sb.char_to_byte[starts], sb.char_to_byte[ends], sb.char_script[starts], static)
+
+
+def _runs(script: np.ndarray) -> np.ndarray:
+    """For each position 0..n, the number of script changes before it: equal values = one script between."""
+    runs = np.zeros(script.size + 1, dtype=np.int64)
+    if script.size:
+        np.cumsum(script[1:] != script[:-1], out=runs[1:script.size])
+        runs[script.size] = runs[script.size - 1]
+    return runs
 
 
 @dataclass
@@ -242,7 +253,7 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     at = np.minimum(gs, sb.doc_byte_start[doc + 1] - 1).clip(0, n_bytes - 1)
 
     def attribute(weights: np.ndarray) -> np.ndarray:
-        return _attribute(gs, ge, at, weights, batch.byte_script, n_bytes)
+        return _attribute(gs, ge, at, weights, batch.byte_script, batch.byte_runs)
 
     counts.arrays["tokens"] = attribute(np.ones(gs.size))
     if spans.unk.any():
@@ -282,17 +293,14 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     return counts
 
 
-def _attribute(gs, ge, at, weights, unit_script, n_units) -> np.ndarray:
+def _attribute(gs, ge, at, weights, unit_script, runs) -> np.ndarray:
     """Spread each span's weight evenly over its units; an empty span gives its weight to the unit at ``at``.
 
     Spans inside one script (nearly all) are counted whole, exactly; only spans across a script change are
     spread, through a density over the units.
     """
-    changes = np.zeros(n_units + 1, dtype=np.int64)
-    np.cumsum(unit_script[1:] != unit_script[:-1], out=changes[1:n_units])
-    changes[n_units] = changes[n_units - 1]
-    last = np.maximum(ge - 1, gs).clip(0, n_units - 1)
-    mixed = (ge > gs) & (changes[last] != changes[gs.clip(0, n_units - 1)])
+    n_units = unit_script.size
+    mixed = (ge > gs) & (runs[np.maximum(ge - 1, gs)] != runs[gs])
     out = np.bincount(unit_script[at[~mixed]], weights=weights[~mixed], minlength=N_SCRIPTS).astype(np.float64)
     if mixed.any():
         w = weights[mixed] / (ge[mixed] - gs[mixed])
@@ -311,7 +319,7 @@ def _count_pretokens(tok: Tokenizer, batch: Batch, counts: Counts) -> None:
     offset = np.repeat(sb.doc_char_start[:-1], per_doc)
     cs, ce = starts + offset, ends + offset
     at = np.minimum(cs, n_chars - 1)
-    counts.arrays["pretokens"] = _attribute(cs, ce, at, np.ones(cs.size), sb.char_script, n_chars)
+    counts.arrays["pretokens"] = _attribute(cs, ce, at, np.ones(cs.size), sb.char_script, batch.char_runs)
     first = np.zeros(n_chars + 1, dtype=bool)
     first[sb.doc_char_start] = True
     starts = cs[(cs < n_chars) & ~first[cs]]

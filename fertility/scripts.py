@@ -60,17 +60,37 @@ _script_table = np.full(0x110000, _UNCLASSIFIED, dtype=np.int16)
 _mark_table = np.zeros(0x110000, dtype=bool)
 _space_table = np.zeros(0x110000, dtype=bool)
 
+# Grapheme_Cluster_Break classes the array segmentation handles itself; COMPLEX ones (CR, Prepend, Hangul jamo
+# and syllables, regional indicators, pictographs) send their document to `regex` \X instead.
+OTHER, EXTEND, ZWJ, SPACING_MARK, CONTROL, COMPLEX = range(6)
+_GCB = regex.compile(
+    r"(?P<ZWJ>\p{GCB=ZWJ})|(?P<EXTEND>\p{GCB=Extend})|(?P<SPACING_MARK>\p{GCB=SpacingMark})"
+    r"|(?P<CONTROL>\p{GCB=Control}|\p{GCB=LF})|(?P<COMPLEX>\p{GCB=CR}|\p{GCB=Prepend}|\p{GCB=L}|\p{GCB=V}"
+    r"|\p{GCB=T}|\p{GCB=LV}|\p{GCB=LVT}|\p{GCB=Regional_Indicator}|\p{Extended_Pictographic})"
+)
+# Indic_Conjunct_Break (rule GB9c: consonant + virama + consonant is one cluster).
+INCB_NONE, INCB_CONSONANT, INCB_LINKER, INCB_EXTEND = range(4)
+_INCB = regex.compile(r"(?P<INCB_CONSONANT>\p{InCB=Consonant})|(?P<INCB_LINKER>\p{InCB=Linker})"
+                      r"|(?P<INCB_EXTEND>\p{InCB=Extend})")
+_gcb_table = np.zeros(0x110000, dtype=np.int8)
+_incb_table = np.zeros(0x110000, dtype=np.int8)
+
 
 def _classify(cps: np.ndarray) -> None:
     """Fill the lookup tables for code points seen for the first time."""
-    new = np.unique(cps)
-    new = new[_script_table[new] == _UNCLASSIFIED]
-    for cp in new.tolist():
+    unseen = _script_table[cps] == _UNCLASSIFIED
+    if not unseen.any():
+        return
+    for cp in np.unique(cps[unseen]).tolist():
         ch = chr(cp)
         m = _CLASSIFIER.match(ch)
         _script_table[cp] = SCRIPT_NAMES.index(m.lastgroup) if m else SCRIPT_NAMES.index("Unknown")
         _mark_table[cp] = unicodedata.category(ch).startswith("M")
         _space_table[cp] = ch.isspace()
+        m = _GCB.match(ch)
+        _gcb_table[cp] = globals()[m.lastgroup] if m else OTHER
+        m = _INCB.match(ch)
+        _incb_table[cp] = globals()[m.lastgroup] if m else INCB_NONE
 
 
 def codepoints(text: str) -> np.ndarray:
@@ -129,20 +149,11 @@ def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
     doc_char_start = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(doc_chars, out=doc_char_start[1:])
 
-    cluster_lengths: list[int] = []
-    clusters_per_doc = np.empty(len(texts), dtype=np.int64)
-    for i, text in enumerate(texts):
-        if text.isascii() and "\r" not in text:  # every ASCII character but CR (of CR LF) is its own cluster
-            cluster_lengths.extend([1] * len(text))
-            clusters_per_doc[i] = len(text)
-            continue
-        before = len(cluster_lengths)
-        cluster_lengths.extend(map(len, GRAPHEME.findall(text)))
-        clusters_per_doc[i] = len(cluster_lengths) - before
-    lengths = np.asarray(cluster_lengths, dtype=np.int64)
-    cluster_start = np.cumsum(lengths) - lengths
+    starts = cluster_starts(texts, cps, doc_char_start)
+    cluster_start = np.flatnonzero(starts)
+    lengths = np.diff(np.append(cluster_start, cps.size))
     base = raw_scripts(cps)[cluster_start] if cps.size else np.zeros(0, dtype=np.int16)
-    cluster_doc = np.repeat(np.arange(len(texts)), clusters_per_doc)
+    cluster_doc = np.searchsorted(doc_char_start, cluster_start, side="right") - 1
     cluster_script = _fill_from_neighbours(base, cluster_doc)
     return ScriptedBatch(
         cps=cps,
@@ -154,6 +165,43 @@ def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
         doc_char_start=doc_char_start,
         doc_byte_start=char_to_byte[doc_char_start],
     )
+
+
+def cluster_starts(texts: Sequence[str], cps: np.ndarray, doc_char_start: np.ndarray) -> np.ndarray:
+    """True where an extended grapheme cluster (``regex`` ``\\X``) starts, over the documents laid end to end.
+
+    The rules that matter for running text are applied on arrays (GB4/5 controls, GB9/9a extend, ZWJ and
+    spacing marks, GB9c Indic conjuncts); a document with any character under the other rules is segmented
+    by ``regex`` itself. The result equals ``\\X`` (checked on every corpus in the tests).
+    """
+    n = cps.size
+    _classify(cps)
+    gcb = _gcb_table[cps]
+    incb = _incb_table[cps]
+    positions = np.arange(n)
+    prev_gcb = np.concatenate([[CONTROL], gcb[:-1]]) if n else gcb
+    join = ((gcb == EXTEND) | (gcb == ZWJ) | (gcb == SPACING_MARK)) & (prev_gcb != CONTROL)
+    # GB9c as `regex` implements it: [Extend|Linker]* Linker [Extend|Linker]* x Consonant, the run of
+    # linkers/extends counted from the start of its document.
+    chain_end = (incb != INCB_LINKER) & (incb != INCB_EXTEND)
+    last_end = np.maximum.accumulate(np.where(chain_end, positions, -1)) if n else positions
+    before = np.concatenate([[-1], last_end[:-1]]) if n else positions  # last chain end strictly before i
+    doc_start = np.repeat(doc_char_start[:-1], np.diff(doc_char_start))
+    lo = np.maximum(before, doc_start - 1)
+    linkers = np.cumsum(incb == INCB_LINKER)
+    prev_linkers = np.concatenate([[0], linkers[:-1]]) if n else linkers
+    conjunct = (incb == INCB_CONSONANT) & (prev_linkers - np.where(lo >= 0, linkers[lo.clip(0)], 0) > 0)
+    starts = ~(join | conjunct)
+    starts[doc_char_start[:-1][doc_char_start[:-1] < n]] = True
+    complex_docs = np.flatnonzero(np.add.reduceat(gcb == COMPLEX, doc_char_start[:-1]) > 0) if n else []
+    for d in complex_docs:
+        a, b = doc_char_start[d], doc_char_start[d + 1]
+        if a == b:
+            continue
+        local = np.zeros(b - a, dtype=bool)
+        local[np.cumsum([0, *map(len, GRAPHEME.findall(texts[d]))])[:-1]] = True
+        starts[a:b] = local
+    return starts
 
 
 def _fill_from_neighbours(script: np.ndarray, doc: np.ndarray) -> np.ndarray:
