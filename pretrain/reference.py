@@ -142,6 +142,7 @@ def _load_exact(module: nn.Module, state: dict[str, torch.Tensor], tied: bool) -
 
 def hf_loss(hf: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """HF's own forward and loss for already-shifted ``targets``: ``(logits, mean cross-entropy)``."""
+    targets = targets.contiguous()  # HF flattens them with .view
     out = hf(input_ids=inputs, labels=targets, shift_labels=targets)
     return out.logits, out.loss
 

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from corpus.shards import Manifest, read_shard
+from fertility.adapters import load_tokenizer
+from fertility.text import iter_documents
+from pretrain import cli
 from pretrain import reference as ref
+from pretrain.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from pretrain.export import ExportError, export_checkpoint
 from pretrain.model import GPT, GPTConfig, model_config, pad_vocab
 
 # fp32 on CPU: the two models run the same maths in a different op order (fused vs split projections).
@@ -107,3 +116,63 @@ def test_unsupported_llama_features_are_refused():
     hf_cfg.num_key_value_heads = 2
     with pytest.raises(ValueError, match="grouped-query attention"):
         ref.gpt_config(hf_cfg)
+
+
+# ------------------------------------------------------------------------------------------------ export
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory, shards) -> Path:
+    """A checkpoint of a real (very short) `tiny` run on the gpt2-tokenized sample shards."""
+    run = tmp_path_factory.mktemp("export") / "run"
+    code = cli.main(["launch", "--config", "tiny", "--data", str(shards), "--out", str(run), "--max-steps", "3",
+                     "--set", "model.n_layer=2", "--set", "model.n_embd=64", "--set", "model.block_size=64",
+                     "--global-batch-tokens", "256", "--micro-batch", "4", "--set", "data.eval_tokens=256",
+                     "--set", "train.preflight_steps=0", "--set", "train.tensorboard=false",
+                     "--set", "train.threads=1", "--no-supervisor", "--no-eval"])
+    assert code == 0
+    return latest_checkpoint(run)
+
+
+@pytest.mark.slow
+def test_export_loads_in_transformers_and_computes_the_same_logits(trained_checkpoint, tmp_path, sample_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = export_checkpoint(trained_checkpoint, tmp_path / "hf")
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "export.json"} <= {
+        p.name for p in out.iterdir()}
+    hf = AutoModelForCausalLM.from_pretrained(out)
+    tok = AutoTokenizer.from_pretrained(out)
+    assert type(hf).__name__ == "LlamaForCausalLM"
+    # The exported tokenizer gives the ids training saw: BOS, then the text's tokens.
+    text = next(iter_documents(str(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"))).text[:200]
+    gpt2 = load_tokenizer("gpt2")
+    ids = tok(text).input_ids
+    assert ids == [gpt2.bos_id, *gpt2.encode_ids([text])[0]]
+    assert tok.decode(ids[1:]) == text
+    # And the exported model computes what the checkpoint computes.
+    state = load_checkpoint(trained_checkpoint)
+    ours = GPT(GPTConfig(**state["config"]["model"]))
+    ours.load_state_dict(state["model"])
+    x = torch.tensor([ids[:64]])
+    with torch.no_grad():
+        expected, _ = ours(x)
+        got = hf(input_ids=x).logits
+    assert float((got - expected).abs().max()) <= LOGITS_TOL * float(expected.abs().max())
+    provenance = json.loads((out / "export.json").read_text())
+    assert provenance["step"] == 3 and provenance["tokenizer"]["spec"] == "gpt2"
+
+
+def test_export_refuses_to_overwrite_or_to_read_a_corrupt_checkpoint(trained_checkpoint, tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(ExportError, match="already exists"):
+        export_checkpoint(trained_checkpoint, tmp_path / "taken")
+    corrupt = tmp_path / trained_checkpoint.name
+    data = bytearray(trained_checkpoint.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+    shutil.copy(trained_checkpoint.with_suffix(".json"), corrupt.with_suffix(".json"))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        export_checkpoint(corrupt, tmp_path / "hf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([corrupt.name, corrupt.with_suffix(".json").name,
+                                                                 "taken"])

@@ -1,0 +1,278 @@
+"""``pretrain bench``: our training step against the same step of ``transformers.LlamaForCausalLM``.
+
+Both models get the same shape, the same weights (converted by :mod:`pretrain.reference`), the same batch,
+the same optimizer and the same step function, the trainer's own :func:`pretrain.train.train_step` with
+:func:`pretrain.train.make_optimizer`: bf16 autocast, ``torch.compile``, SDPA (flash attention) and fused
+AdamW on a GPU; fp32 eager on a CPU. Each is timed over ``--steps`` steps after ``--warmup`` steps
+(compilation, allocator warm-up), with one device synchronisation before and after the timed loop and
+none inside it. Reported per model: tokens/s, seconds per step, MFU (GPU only: needs the peak FLOP/s of a
+known GPU model, :data:`pretrain.train.PEAK_FLOPS`) and peak memory (GPU only); then the ratio of tokens/s,
+and a gradient-flow arbiter pass on our model in the same precision.
+
+On a CPU it runs the ``tiny`` config so CI exercises the whole path; ``bangla-0.4b`` is for a GPU.
+The ids are uniform random tokens from a fixed seed: a step's cost does not depend on the text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from corpus.shards import atomic_write_bytes
+from pretrain.config import OptimConfig
+from pretrain.distributed import Runtime
+from pretrain.model import GPT, GPTConfig, model_config
+from pretrain.reference import hf_loss, to_hf
+
+GPT2_VOCAB = 50257  # the vocabulary of the shipped tokenizer; the model pads it to 50304
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
+
+
+@dataclass
+class BenchSettings:
+    config: str
+    vocab_size: int
+    micro_batch: int
+    accum: int  # micro-batches per optimizer step
+    seq_len: int
+    steps: int
+    warmup: int
+    device: str
+    dtype: str  # "bf16" (autocast) or "fp32"
+    compile: bool
+    compile_mode: str
+    fused_adamw: bool
+    seed: int = 0
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.micro_batch * self.accum * self.seq_len
+
+
+@dataclass
+class StepResult:
+    """One model's measured step."""
+
+    name: str
+    tokens_per_s: float
+    seconds_per_step: float
+    mfu: float | None  # None where the device's peak is unknown (CPU)
+    peak_memory_bytes: int | None  # None on CPU
+    first_loss: float
+    last_loss: float
+    parameters: int
+
+
+@dataclass
+class BenchReport:
+    settings: BenchSettings
+    device: dict[str, Any]
+    ours: StepResult
+    hf: StepResult | None
+    ratio_tokens_per_s: float | None  # ours / HF
+    flops_per_token: float
+    arbiter: dict[str, Any] = field(default_factory=dict)
+    date: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class HFCausalLM(nn.Module):
+    """``LlamaForCausalLM`` behind our model's call convention ``model(inputs, targets) -> (logits, loss)``,
+    so the trainer's step function drives it unchanged; HF computes the loss its own way."""
+
+    def __init__(self, hf: nn.Module):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return hf_loss(self.hf, inputs, targets)
+
+
+def device_info(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {"device": str(device), "torch": torch.__version__, "python": platform.python_version()}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_bytes=props.total_memory,
+                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+    else:
+        info.update(name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    try:
+        import transformers
+
+        info["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(name: str, model: nn.Module, settings: BenchSettings, runtime: Runtime, optim: OptimConfig,
+            micro_batches: list[torch.Tensor], flops_per_token: float, peak: float | None) -> StepResult:
+    """Time the trainer's step on ``model`` (compiled here when the settings say so)."""
+    from pretrain.train import make_optimizer, train_step
+
+    device = runtime.device
+    optimizer = make_optimizer(model, optim, device)
+    step_model = torch.compile(model, mode=settings.compile_mode) if settings.compile else model
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    losses = []
+    for _ in range(settings.warmup):
+        loss, _ = train_step(step_model, optimizer, micro_batches, runtime, optim.grad_clip)
+        losses.append(loss)
+    _synchronize(device)
+    start = time.perf_counter()
+    for _ in range(settings.steps):
+        loss, _ = train_step(step_model, optimizer, micro_batches, runtime, optim.grad_clip)
+        losses.append(loss)  # kept on the device: reading it here would sync every step
+    _synchronize(device)
+    elapsed = time.perf_counter() - start
+    step_s = elapsed / settings.steps
+    tps = settings.tokens_per_step / step_s
+    peak_mem = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return StepResult(name=name, tokens_per_s=tps, seconds_per_step=step_s,
+                      mfu=flops_per_token * tps / peak if peak else None, peak_memory_bytes=peak_mem,
+                      first_loss=float(losses[0]), last_loss=float(losses[-1]),
+                      parameters=sum(p.numel() for p in model.parameters()))
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_bench(settings: BenchSettings, *, with_hf: bool = True) -> BenchReport:
+    """Measure our step, then HF's, on the same batch; then the arbiter pass."""
+    from pretrain.arbiter import check_gradient_flow
+    from pretrain.train import peak_flops
+
+    device = torch.device(settings.device)
+    runtime = Runtime(device=device, autocast_dtype=torch.bfloat16 if settings.dtype == "bf16" else None)
+    if device.type == "cuda":
+        # The fp32 pieces (norms, the loss's upcast logits) may use TF32 tensor cores, for both models alike.
+        torch.set_float32_matmul_precision("high")
+    cfg: GPTConfig = model_config(settings.config, settings.vocab_size)
+    if settings.seq_len > cfg.block_size:
+        cfg = model_config(settings.config, settings.vocab_size, block_size=settings.seq_len)
+    optim = OptimConfig()
+    generator = torch.Generator().manual_seed(settings.seed)
+    batch = torch.randint(0, settings.vocab_size, (settings.micro_batch * settings.accum, settings.seq_len + 1),
+                          generator=generator).to(device)
+    micro_batches = list(batch.split(settings.micro_batch))
+    peak = peak_flops(device)
+
+    torch.manual_seed(settings.seed)
+    model = GPT(cfg)
+    # The same initial weights for both; HF's copy waits in host memory so it does not count in our peak.
+    hf = to_hf(model) if with_hf else None
+    model.to(device)
+    flops = model.flops_per_token(settings.seq_len)
+    first = micro_batches[0]
+    verdict = check_gradient_flow(model, (first[:, :-1], first[:, 1:]), autocast=runtime.autocast_dtype)
+    arbiter = {"ok": verdict.ok, "problems": verdict.problems, "checked": verdict.checked, "loss": verdict.loss}
+    _free(device)
+    ours = measure("ours", model, settings, runtime, optim, micro_batches, flops, peak)
+    del model
+    _free(device)
+    theirs = None
+    if hf is not None:
+        theirs = measure("transformers LlamaForCausalLM", HFCausalLM(hf.to(device)), settings, runtime, optim,
+                         micro_batches, flops, peak)
+        del hf
+        _free(device)
+    return BenchReport(settings=settings, device=device_info(device), ours=ours, hf=theirs,
+                       ratio_tokens_per_s=ours.tokens_per_s / theirs.tokens_per_s if theirs else None,
+                       flops_per_token=flops, arbiter=arbiter,
+                       date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+
+
+def format_report(report: BenchReport) -> str:
+    s, d = report.settings, report.device
+    lines = [f"bench {s.config}: {d.get('name')} ({d['device']}), torch {d['torch']}, {s.dtype}, "
+             f"compile {'mode=' + s.compile_mode if s.compile else 'off'}, fused AdamW {s.fused_adamw}",
+             f"  step: {s.micro_batch} x {s.seq_len} tokens x {s.accum} accumulation = {s.tokens_per_step:,} tokens; "
+             f"{s.steps} timed steps after {s.warmup} warm-up",
+             f"  {'model':<32}{'tokens/s':>12}{'s/step':>10}{'MFU':>8}{'peak mem':>12}{'loss first/last':>20}"]
+    for r in (report.ours, report.hf):
+        if r is None:
+            continue
+        mfu = "n/a" if r.mfu is None else f"{100 * r.mfu:.1f}%"
+        mem = "n/a" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
+        lines.append(f"  {r.name:<32}{r.tokens_per_s:>12,.0f}{r.seconds_per_step:>10.4f}{mfu:>8}{mem:>12}"
+                     f"{r.first_loss:>10.3f}/{r.last_loss:.3f}")
+    if report.ratio_tokens_per_s is not None:
+        lines.append(f"  ratio ours / HF tokens/s: {report.ratio_tokens_per_s:.3f}x")
+    a = report.arbiter
+    lines.append(f"  arbiter: {'ok' if a['ok'] else 'FAILED'}, {a['checked']} parameters checked")
+    lines += [f"    {p}" for p in a["problems"]]
+    return "\n".join(lines)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="tiny", choices=["tiny", "bangla-0.4b"], help="model preset")
+    p.add_argument("--micro-batch", type=int, help="sequences per forward pass (default: the preset's)")
+    p.add_argument("--accum", type=int, default=1,
+                   help="micro-batches per optimizer step (1 = the optimizer's cost is amortised the least)")
+    p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's context)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation, allocator)")
+    p.add_argument("--vocab-size", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 64)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default")
+    p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto", help="auto = bf16 on CUDA")
+    p.add_argument("--no-hf", action="store_true", help="measure our step only")
+    p.add_argument("--out", help="write the report as JSON here")
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    from pretrain.config import RUN_PRESETS
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    on_gpu = torch.device(device).type == "cuda"
+    cfg = model_config(args.config, args.vocab_size)
+    for name in ("micro_batch", "seq_len", "steps", "warmup", "accum"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "warmup" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {0 if name == 'warmup' else 1}, got {value}")
+    return BenchSettings(
+        config=args.config, vocab_size=args.vocab_size,
+        micro_batch=args.micro_batch or RUN_PRESETS[args.config]["data"]["micro_batch"], accum=args.accum,
+        seq_len=args.seq_len or cfg.block_size, steps=args.steps, warmup=args.warmup, device=device,
+        dtype=("bf16" if on_gpu else "fp32") if args.dtype == "auto" else args.dtype,
+        compile=args.compile == "yes" or (args.compile == "auto" and on_gpu), compile_mode=args.compile_mode,
+        fused_adamw=on_gpu)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark from parsed ``pretrain bench`` arguments; print the table, write JSON if asked."""
+    settings = settings_from_args(args)
+    if settings.device.startswith("cpu") and settings.config != "tiny":
+        print(f"pretrain bench: warning: {settings.config} on a CPU will be very slow; use --config tiny",
+              file=sys.stderr)
+    report = run_bench(settings, with_hf=not args.no_hf)
+    print(format_report(report))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(out, json.dumps(report.to_dict(), indent=2).encode())
+        print(f"wrote {out}")
+    return 0 if report.arbiter["ok"] else 1

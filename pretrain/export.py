@@ -1,0 +1,141 @@
+"""``pretrain export``: a trained checkpoint as a Hugging Face folder that ``transformers`` loads.
+
+    pretrain export --checkpoint RUN/checkpoints/step_00001000.pt --out DIR [--tokenizer SPEC] [--dtype bf16]
+
+The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
+:mod:`pretrain.reference`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
+``export.json`` (where it came from). Users then evaluate with their usual tools::
+
+    model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
+
+The tokenizer is the one named in the checkpoint (or ``--tokenizer``), checked against the sha256 the model
+was trained with. Its post-processor prepends BOS, because every training document started with BOS:
+``tok(text)`` gives the ids the model saw in training. Tokenizers in ``tokenizers`` format (HF
+``tokenizer.json``, GPT-2 ``vocab.json`` + ``merges.txt``) are exported; sentencepiece and tiktoken
+files are refused with a clear error (convert them to a ``tokenizer.json`` first).
+
+The folder is built beside ``--out`` and renamed into place at the end, so a failed export leaves nothing
+half-written, and an existing ``--out`` is never overwritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from corpus.shards import file_sha256
+from pretrain.model import GPT, GPTConfig
+from pretrain.reference import to_hf
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class ExportError(ValueError):
+    """A checkpoint or tokenizer that cannot be exported; the message names the file and the reason."""
+
+
+def model_from_checkpoint(state: dict[str, Any], path: Path) -> GPT:
+    """Our model with the weights of a loaded checkpoint (written by `pretrain.train.Trainer`)."""
+    try:
+        cfg = GPTConfig(**state["config"]["model"])
+        weights = state["model"]
+    except (KeyError, TypeError) as e:
+        raise ExportError(f"{path}: not a pretrain checkpoint (missing or bad {e})") from None
+    model = GPT(cfg)
+    model.load_state_dict(weights)
+    return model
+
+
+def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: int | None):
+    """A ``PreTrainedTokenizerFast`` for the tokenizer ``spec`` that prepends BOS like training did."""
+    from tokenizers import Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from fertility.adapters import HFTokenizer, load_tokenizer
+
+    tok = load_tokenizer(spec)
+    if tok.fingerprint != expected_sha256:
+        raise ExportError(f"tokenizer {spec!r} has sha256 {tok.fingerprint}, but the model was trained with "
+                          f"{expected_sha256}; pass --tokenizer with the tokenizer the shards were made with")
+    if not isinstance(tok, HFTokenizer):
+        raise ExportError(f"tokenizer {spec!r} is a {tok.kind} tokenizer; export supports tokenizers in "
+                          "`tokenizers` format (tokenizer.json, vocab.json + merges.txt): convert it first")
+    # A copy of the adapter's `tokenizers.Tokenizer`, with special-token strings special again (the analyzer
+    # treats them as text, a model's users expect the opposite).
+    backend = Tokenizer.from_str(tok._tok.to_str())
+    backend.encode_special_tokens = False
+    names = {}
+    for role, i in (("bos_token", bos_id), ("eos_token", eos_id)):
+        if i is not None:
+            names[role] = tok.id_to_token(i)
+    if "bos_token" in names:
+        bos = names["bos_token"]
+        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                               special_tokens=[(bos, bos_id)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **names)
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
+                      dtype: str = "fp32") -> Path:
+    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``."""
+    from pretrain.checkpoint import load_checkpoint
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    if out.exists():
+        raise ExportError(f"{out} already exists; export never overwrites, pick another --out")
+    if dtype not in DTYPES:
+        raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    state = load_checkpoint(checkpoint)  # verifies the checksum
+    model = model_from_checkpoint(state, checkpoint)
+    info = state.get("tokenizer") or {}
+    spec = tokenizer or info.get("spec")
+    if not spec:
+        raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
+    tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
+    hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        hf.save_pretrained(staging)
+        tok.save_pretrained(staging)
+        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": file_sha256(checkpoint),
+                      "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
+                      "architecture": "LlamaForCausalLM", "torch": torch.__version__,
+                      "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        (staging / "export.json").write_text(json.dumps(provenance, indent=2))
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
+    p.add_argument("--out", required=True, help="the folder to create (must not exist)")
+    p.add_argument("--tokenizer", help="tokenizer spec (default: the one the checkpoint names)")
+    p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Export from parsed ``pretrain export`` arguments."""
+    from fertility.adapters import TokenizerLoadError
+    from pretrain.checkpoint import CheckpointError
+
+    try:
+        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype)
+    except (ExportError, CheckpointError, TokenizerLoadError) as e:
+        print(f"pretrain export: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} (LlamaForCausalLM + tokenizer); load it with "
+          f"transformers.AutoModelForCausalLM.from_pretrained({str(out)!r})")
+    return 0
