@@ -3,6 +3,8 @@
     pretrain launch --config tiny|bangla-0.4b|CONFIG.json --data SHARDS --out RUN [--resume] [--max-steps N]
                     [--time-budget-s S] [--set section.field=value ...] [--inject-fault KIND@STEP ...]
     pretrain eval --run RUN [--checkpoint PATH] [--max-tokens N]
+    pretrain bench --config tiny|bangla-0.4b [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.bench)
+    pretrain export --checkpoint CKPT --out DIR [--tokenizer SPEC]                          (pretrain.export)
 
 Exit codes: 0 done, 1 training error, 2 bad arguments or data refused, 3 halted by the supervisor.
 """
@@ -185,6 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _launch_parser(sub)
     _eval_parser(sub)
+    from pretrain import bench, export
+
+    bench.add_arguments(sub.add_parser("bench", help="time our training step against transformers' Llama",
+                                       description=bench.__doc__.split("\n\n")[0]))
+    export.add_arguments(sub.add_parser("export", help="a checkpoint as a transformers folder",
+                                        description=export.__doc__.split("\n\n")[0]))
     args, unknown = parser.parse_known_args(argv)
     # --sup-NAME VALUE is forwarded to the supervisor as --NAME VALUE.
     sup_args, rest = [], list(unknown)
@@ -203,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     from pretrain.data import DataError
 
     try:
+        if args.command in ("bench", "export"):
+            return (bench if args.command == "bench" else export).main(args)
         if args.command == "launch":
             return launch(args, shlex.split(args.supervisor_args) + sup_args)
         from pretrain.evaluate import evaluate_run, format_report
