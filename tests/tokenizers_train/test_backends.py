@@ -1,0 +1,87 @@
+import gzip
+import json
+
+import pytest
+import sentencepiece as spm
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizerFast
+
+import fertility
+from corpus.normalize import normalize
+from tokenizers_train import backends
+
+
+def _sample_lines(sample_dir):
+    for path in sorted(sample_dir.rglob("*.txt.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
+EXTRA = ["র\u200d্যাব কি\u200cছু", "  two  spaces ", "漢字 😀 \u09dc\u09dd\u09df", "<|bos|> literal"]
+
+
+def _roundtrip_failures(encode, decode, lines):
+    return [x for x in lines if decode(encode(x)) != normalize(x)]
+
+
+@pytest.mark.parametrize("backend", ["hf-bpe", "hf-unigram"])
+def test_hf_tokenizer_loads_both_ways_and_round_trips_the_sample(trained, sample_dir, backend):
+    path = trained[backend]
+    assert path.name == "tokenizer.json"
+    tok = Tokenizer.from_file(str(path))
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(path))
+    assert tok.get_vocab_size() == 1024 == len(fast)
+    for special in backends.SPECIAL_TOKENS:
+        assert tok.token_to_id(special) is not None
+    assert tok.token_to_id("<|bos|>") == fast.convert_tokens_to_ids("<|bos|>")
+    lines = list(_sample_lines(sample_dir)) + EXTRA
+    text = "বাংলায় গান গাই। The song."
+    assert fast.encode(text) == tok.encode(text).ids
+    assert _roundtrip_failures(lambda x: tok.encode(x).ids, lambda ids: tok.decode(ids, skip_special_tokens=False),
+                               lines) == []
+
+
+def test_hf_bpe_uses_our_split_without_the_gpt2_resplit(trained):
+    spec = json.loads(trained["hf-bpe"].read_text())
+    split, byte_level = spec["pre_tokenizer"]["pretokenizers"]
+    assert split["type"] == "Split" and byte_level == {**byte_level, "type": "ByteLevel", "use_regex": False}
+    assert spec["normalizer"]["type"] == "NFC"
+    # phrase merges exist: some token spans a space between two words
+    vocab = Tokenizer.from_file(str(trained["hf-bpe"])).get_vocab()
+    assert any("Ġ" in t[1:] and t.strip("Ġ") != "" for t in vocab)
+
+
+@pytest.mark.parametrize("backend", ["spm-unigram", "spm-bpe"])
+def test_spm_round_trips_the_sample_and_keeps_zwnj(trained, sample_dir, backend):
+    path = trained[backend]
+    assert path.name == "tokenizer.model"
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    assert sp.get_piece_size() == 1024
+    lines = list(_sample_lines(sample_dir)) + EXTRA
+    assert _roundtrip_failures(lambda x: backends.spm_encode(sp, x), sp.decode, lines) == []
+    pieces = sp.encode(normalize("কি\u200cছু"), out_type=str)
+    assert "\u200c" in "".join(pieces) and " " not in "".join(pieces)
+    assert sp.piece_to_id("<|bos|>") != sp.unk_id()
+
+
+def test_naive_baseline_falls_into_the_trap(sample_lines, tmp_path):
+    path = backends.train_naive(1024, sample_lines, tmp_path / "naive", show_progress=False)
+    with open(path) as f:
+        assert json.load(f)["pre_tokenizer"]["type"] == "ByteLevel"
+    bn = ["আমি বাংলায় গান গাই। আমার সোনার বাংলা, আমি তোমায় ভালোবাসি।"] * 20
+    report = fertility.analyze([str(path)], {"bn": bn, "en": ["The quick brown fox jumps over the lazy dog."] * 20},
+                               progress=False)
+    m = report.tokenizers[0].languages["bn"]
+    assert m.chars_per_token <= 1.5 and m.pretoken_ceiling < 2.5
+
+
+@pytest.mark.parametrize("config, message", [
+    (backends.TrainConfig(backend="wordpiece"), "unknown backend"),
+    (backends.TrainConfig(vocab_size=1000), "multiple of 64"),
+    (backends.TrainConfig(vocab_size=256), "smaller than the alphabet"),
+    (backends.TrainConfig(backend="spm-unigram", vocab_size=320), "smaller than the alphabet"),
+    (backends.TrainConfig(backend="spm-bpe", phrase_fraction=0.2), "only for hf-bpe"),
+])
+def test_bad_configs_are_refused(config, message):
+    with pytest.raises(backends.TrainingError, match=message):
+        backends.check_config(config, alphabet_size=120)

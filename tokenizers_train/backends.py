@@ -1,0 +1,244 @@
+"""Trainers: HF byte-level BPE (optionally with phrase merges) and Unigram, sentencepiece Unigram and BPE,
+and the naive GPT-2 byte-level baseline. Each writes a finished tokenizer into an output folder.
+
+Every trainer takes ``lines``: a callable returning a fresh iterator over the normalised training lines
+(the sample is streamed, and the phrase stage reads it a second time).
+
+Phrase merges (hf-bpe, ``phrase_fraction > 0``): a second BPE stage learns merges of whole words into
+multi-word tokens. Stage 1 trains on word pieces (:data:`~tokenizers_train.pretokenize.SCRIPT_AWARE_PATTERN`).
+No stage-1 merge can span a space in the middle of a piece (spaces only ever start a piece), so encoding a
+phrase piece (:data:`~tokenizers_train.pretokenize.PHRASE_PATTERN`) with the stage-1 merges gives exactly its
+words' tokens; stage 2 is BPE over those token sequences, and its merges are appended after stage 1's, so
+at encoding time they only fire once every word is complete. The result is one ordinary HF BPE model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from corpus.normalize import normalize
+from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
+
+BACKENDS = ("hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe")
+N_RESERVED = 5
+SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
+VOCAB_MULTIPLE = 64
+BYTE_ALPHABET = 256
+# Stage-2 symbols: each stage-1 token becomes one private-use character (planes 15 and 16).
+_PUA_BASE = 0xF0000
+_PUA_SIZE = 0x10FFFE - _PUA_BASE
+
+Lines = Callable[[], Iterable[str]]
+
+
+class TrainingError(ValueError):
+    """A configuration or input the trainer cannot work with; the message says what was expected."""
+
+
+@dataclass
+class TrainConfig:
+    """How to train one tokenizer."""
+
+    backend: str = "hf-bpe"
+    vocab_size: int = 64000
+    min_frequency: int = 2
+    # Longest token in characters (HF: in byte-level symbols, i.e. UTF-8 bytes). None: no limit.
+    max_token_length: int | None = None
+    # hf-bpe only: share of the vocabulary learned as multi-word (phrase) merges; 0 = words only.
+    phrase_fraction: float = 0.0
+    show_progress: bool = True
+
+
+def check_config(config: TrainConfig, alphabet_size: int) -> None:
+    """Raise :class:`TrainingError` for an unknown backend or a vocabulary the backend cannot have."""
+    if config.backend not in BACKENDS:
+        raise TrainingError(f"unknown backend {config.backend!r}; expected one of {', '.join(BACKENDS)}")
+    if config.vocab_size % VOCAB_MULTIPLE:
+        lower = config.vocab_size // VOCAB_MULTIPLE * VOCAB_MULTIPLE
+        raise TrainingError(f"vocabulary size {config.vocab_size} is not a multiple of {VOCAB_MULTIPLE} (the "
+                            f"model's embedding is sized from it); use {lower} or {lower + VOCAB_MULTIPLE}")
+    if not 0 <= config.phrase_fraction < 1:
+        raise TrainingError(f"phrase_fraction must be in [0, 1), got {config.phrase_fraction}")
+    if config.phrase_fraction and config.backend != "hf-bpe":
+        raise TrainingError(f"phrase merges exist only for hf-bpe, not {config.backend}")
+    if config.backend.startswith("hf-"):
+        needed = BYTE_ALPHABET + len(SPECIAL_TOKENS)
+        what = "the 256-byte alphabet"
+    else:
+        needed = alphabet_size + BYTE_ALPHABET + len(SPECIAL_TOKENS) + 1
+        what = f"the {alphabet_size} distinct characters of the training text, 256 byte pieces"
+    if config.vocab_size <= needed:
+        raise TrainingError(f"vocabulary size {config.vocab_size} is smaller than the alphabet: {what} and "
+                            f"{len(SPECIAL_TOKENS)} special tokens need more than {needed} entries")
+
+
+def train(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
+    """Train the configured backend on ``lines`` and write it into ``out_dir``; returns the tokenizer file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if config.backend == "hf-bpe":
+        tok = _train_hf_bpe(config, lines)
+    elif config.backend == "hf-unigram":
+        tok = _train_hf_unigram(config, lines)
+    else:
+        return _train_spm(config, lines, out_dir)
+    return _save_hf(_pad_vocab(tok, config.vocab_size), out_dir)
+
+
+def train_naive(vocab_size: int, lines: Lines, out_dir: Path, show_progress: bool = True) -> Path:
+    """GPT-2's recipe on the same text: ByteLevel with its built-in GPT-2 regex, which cuts marks off letters."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=show_progress,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines(), trainer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return _save_hf(_pad_vocab(tok, vocab_size), out_dir)
+
+
+def _byte_level(model, pattern: str = SCRIPT_AWARE_PATTERN) -> Tokenizer:
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.NFC()  # = corpus.normalize; the training text is already in this form
+    tok.pre_tokenizer = hf_pre_tokenizer(pattern)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _train_hf_bpe(config: TrainConfig, lines: Lines) -> Tokenizer:
+    n_phrase = int(config.vocab_size * config.phrase_fraction)
+    tok = _byte_level(models.BPE())
+    kwargs = {"max_token_length": config.max_token_length} if config.max_token_length else {}
+    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size - n_phrase, min_frequency=config.min_frequency,
+                                  special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=config.show_progress, **kwargs)
+    tok.train_from_iterator(lines(), trainer)
+    if n_phrase:
+        tok = _add_phrase_merges(tok, lines, n_phrase, config)
+    return tok
+
+
+def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: TrainConfig) -> Tokenizer:
+    """Stage 2 (see the module docstring): BPE over the stage-1 token sequences of multi-word pieces."""
+    model = json.loads(tok.to_str())["model"]
+    vocab: dict[str, int] = model["vocab"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
+    if len(vocab) > _PUA_SIZE:
+        raise TrainingError(f"phrase merges need a stage-1 vocabulary under {_PUA_SIZE} tokens")
+    phrases = _count_phrases(lines())
+    staged = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
+    keys = list(phrases)
+    symbols: dict[str, int] = {}
+    encoded = []
+    for key, enc in zip(keys, staged.encode_batch(keys, add_special_tokens=False), strict=True):
+        if len(enc.ids) > 1:
+            seq = "".join(chr(_PUA_BASE + i) for i in enc.ids)
+            encoded.append((seq, phrases[key]))
+            for ch in seq:
+                symbols[ch] = 1
+    stage2 = Tokenizer(models.BPE())
+    trainer = trainers.BpeTrainer(vocab_size=len(symbols) + n_phrase, min_frequency=config.min_frequency,
+                                  show_progress=config.show_progress)
+    stage2.train_from_iterator(_repeat(encoded), trainer, length=sum(c for _, c in encoded))
+    token_of = {i: t for t, i in vocab.items()}
+
+    def decode(symbols_: str) -> str:
+        return "".join(token_of[ord(c) - _PUA_BASE] for c in symbols_)
+
+    for merge in json.loads(stage2.to_str())["model"]["merges"]:
+        left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
+        a, b = decode(left), decode(right)
+        merges.append((a, b))
+        vocab.setdefault(a + b, len(vocab))
+    final = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
+    final.add_special_tokens(SPECIAL_TOKENS)
+    return final
+
+
+def _count_phrases(lines: Iterable[str]) -> Counter:
+    split = hf_split(PHRASE_PATTERN)
+    counts: Counter = Counter()
+    for line in lines:
+        counts.update(p for p, _ in split.pre_tokenize_str(line) if " " in p[1:])
+    return counts
+
+
+def _repeat(items: list[tuple[str, int]]) -> Iterator[str]:
+    for text, count in items:
+        for _ in range(count):
+            yield text
+
+
+def _train_hf_unigram(config: TrainConfig, lines: Lines) -> Tokenizer:
+    """Unigram over characters (byte-level Unigram is many times slower to train), with sentencepiece-style
+    byte fallback: the 256 ``<0xXX>`` pieces are appended with the lowest score, so no character is lost."""
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = hf_split(SCRIPT_AWARE_PATTERN)
+    trainer = trainers.UnigramTrainer(vocab_size=config.vocab_size - BYTE_ALPHABET, special_tokens=SPECIAL_TOKENS,
+                                      unk_token="<|unk|>",
+                                      max_piece_length=config.max_token_length or 16,
+                                      show_progress=config.show_progress)
+    tok.train_from_iterator(lines(), trainer)
+    spec = json.loads(tok.to_str())
+    pieces = spec["model"]["vocab"]
+    floor = min(score for _, score in pieces) - 1.0
+    pieces.extend([f"<0x{b:02X}>", floor] for b in range(BYTE_ALPHABET))
+    spec["model"]["byte_fallback"] = True
+    tok = Tokenizer.from_str(json.dumps(spec))
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    return tok
+
+
+def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
+    """Fill a vocabulary the trainer left short (too little text for more merges) with reserved tokens,
+    so that its size is exactly the requested multiple of 64."""
+    have = tok.get_vocab_size(with_added_tokens=True)
+    if have > vocab_size:
+        raise TrainingError(f"trainer produced {have} tokens for a vocabulary of {vocab_size}")
+    tok.add_special_tokens([f"<|reserved_{i}|>" for i in range(N_RESERVED, N_RESERVED + vocab_size - have)])
+    return tok
+
+
+def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
+    path = out_dir / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
+    """sentencepiece on pre-normalised text with the identity rule, so that nothing but corpus.normalize ever
+    touches the text: no NFKC, no whitespace collapsing, ZWNJ/ZWJ kept as characters; every character kept
+    (coverage 1.0) and bytes as a fallback for characters never seen."""
+    text_path = out_dir / "spm_input.txt"
+    with open(text_path, "w", encoding="utf-8") as f:
+        for line in lines():
+            f.write(line + "\n")
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(text_path), model_prefix=str(out_dir / "tokenizer"), model_type=config.backend[4:],
+            vocab_size=config.vocab_size, character_coverage=1.0, byte_fallback=True,
+            normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
+            split_digits=False, allow_whitespace_only_pieces=True, max_sentence_length=1 << 20,
+            max_sentencepiece_length=config.max_token_length or 16, user_defined_symbols=SPECIAL_TOKENS,
+            unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, num_threads=os.cpu_count() or 1,
+            minloglevel=0 if config.show_progress else 2, train_extremely_large_corpus=False,
+        )
+    except RuntimeError as e:
+        raise TrainingError(f"sentencepiece could not train ({config.backend}, vocab {config.vocab_size}): {e}") from None
+    finally:
+        text_path.unlink(missing_ok=True)
+    (out_dir / "tokenizer.vocab").unlink(missing_ok=True)
+    return out_dir / "tokenizer.model"
+
+
+def spm_encode(processor: spm.SentencePieceProcessor, text: str) -> list[int]:
+    """Encode as training saw the text: canonical form first (the model's own normaliser is the identity)."""
+    return processor.encode(normalize(text))

@@ -1,0 +1,94 @@
+"""``tokenizers-train``: train a script-aware tokenizer, optionally to a fertility target, beside the naive one.
+
+    tokenizers-train --text bn=bn.txt.gz --text en=en.txt.gz --vocab-size 64000 --out OUT \\
+        [--backend hf-bpe|hf-unigram|spm-unigram|spm-bpe] [--naive] [--target bn=4.8,en=4.7 | --parity en]
+
+Exit status: 0 trained; 2 bad input or configuration; 3 target not met within the round limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fertility import TextError, TokenizerLoadError, parse_text_arg
+from tokenizers_train.backends import BACKENDS, TrainConfig, TrainingError
+from tokenizers_train.run import REPORT_NAME, RunConfig, run
+from tokenizers_train.targeting import Goal, TargetNotMet, parse_targets
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tokenizers-train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
+                   help="training text for a language (repeat; several per language allowed)")
+    p.add_argument("--vocab-size", type=int, default=64000, help="a multiple of 64 (default 64000)")
+    p.add_argument("--out", required=True, type=Path, help="output folder (appears only when training succeeded)")
+    p.add_argument("--backend", default="hf-bpe", help=f"one of {', '.join(BACKENDS)} (default hf-bpe)")
+    p.add_argument("--phrase-fraction", type=float, default=0.25,
+                   help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--max-token-length", type=int, default=None)
+    p.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
+    p.add_argument("--temperature", type=float, default=None, help="shares proportional to chars ** (1/T)")
+    p.add_argument("--sample-chars", type=int, default=None,
+                   help="characters in the training sample (default: all the text, no language repeated)")
+    p.add_argument("--max-chars-per-source", type=int, default=None, help="read only the head of each --text")
+    p.add_argument("--holdout", type=float, default=0.02, help="fraction of each source held aside for validation")
+    p.add_argument("--max-validation-chars", type=int, default=400_000, help="per language")
+    goal = p.add_mutually_exclusive_group()
+    goal.add_argument("--target", default=None, metavar="LANG=CPT,...", help="chars/token floor per language")
+    goal.add_argument("--parity", default=None, metavar="LANG", help="every language within --tolerance of LANG")
+    p.add_argument("--tolerance", type=float, default=1.05, help="parity: largest allowed premium (default 1.05)")
+    p.add_argument("--max-rounds", type=int, default=4, help="targeting round limit (default 4)")
+    p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
+    p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER",
+                   help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
+    p.add_argument("--tokenizer-dir", default=None, help="where reference names are found (see fertility)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (only once training succeeded)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def _shares(spec: str | None) -> dict[str, float] | None:
+    if spec is None:
+        return None
+    try:
+        return parse_targets(spec)
+    except ValueError:
+        raise ValueError(f"--shares: expected LANG=WEIGHT[,LANG=WEIGHT...] with positive weights, got {spec!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = RunConfig(
+            texts=[parse_text_arg(a) for a in args.text],
+            out=args.out,
+            train=TrainConfig(backend=args.backend, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                              max_token_length=args.max_token_length,
+                              phrase_fraction=args.phrase_fraction if args.backend == "hf-bpe" else 0.0,
+                              show_progress=not args.no_progress),
+            shares=_shares(args.shares), temperature=args.temperature, sample_chars=args.sample_chars,
+            max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
+            max_validation_chars=args.max_validation_chars,
+            goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
+                      tolerance=args.tolerance, max_rounds=args.max_rounds),
+            naive=args.naive, references=args.reference, tokenizer_dir=args.tokenizer_dir,
+            overwrite=args.overwrite, progress=not args.no_progress,
+        )
+        result = run(config)
+    except TargetNotMet as e:
+        print(f"tokenizers-train: {e}\nnothing was written to {args.out}", file=sys.stderr)
+        return 3
+    except (TextError, TokenizerLoadError, TrainingError, ValueError, FileExistsError) as e:
+        print(f"tokenizers-train: error: {e}", file=sys.stderr)
+        return 2
+    print(f"tokenizer: {result.tokenizer}")
+    print(f"training report: {result.out / REPORT_NAME}")
+    print(f"fertility report: {result.out / 'fertility' / 'report.html'}")
+    for name, row in result.report["comparison"].items():
+        cpt = ", ".join(f"{k} {v:.3f}" for k, v in row["chars_per_token"].items())
+        traps = "; ".join(f"{t['script']}: {t['rule']}" for t in row["traps"]) or "none"
+        print(f"  {name}: chars/token {cpt}; traps: {traps}")
+    return 0

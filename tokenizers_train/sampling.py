@@ -1,0 +1,170 @@
+"""The training sample: per-language text, normalised once, a held-aside validation slice, balanced in characters.
+
+Inputs are streamed (``fertility.text.iter_documents``) and written, in the canonical form of
+``corpus.normalize``, to one plain-text file per language in a work folder; memory stays bounded by one
+document. Every ``1 / holdout``-th block of ``HOLDOUT_BLOCK`` consecutive documents of each source is held
+aside for validation (blocks, not single lines, so a validation paragraph's neighbours are not in training).
+
+Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
+character, so a byte-balanced mix gives Bangla a third of the text it seems to. A language with less text
+than its share is cycled (repeated), which for frequency-based trainers is the same as weighting it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from corpus.normalize import normalize
+from fertility.text import TextSource, iter_documents
+
+HOLDOUT_BLOCK = 20
+
+
+@dataclass
+class SourceInfo:
+    """What was read from one ``--text`` source."""
+
+    lang: str
+    spec: str
+    documents: int = 0
+    train_chars: int = 0
+    validation_chars: int = 0
+
+
+@dataclass
+class LanguageText:
+    """One language's normalised training text (a file, one paragraph per line) and its validation slice."""
+
+    lang: str
+    train_path: Path
+    train_chars: int
+    validation: list[str]
+    alphabet: set[str] = field(default_factory=set)
+
+
+@dataclass
+class PreparedText:
+    """Every language's text plus what was read, and a hash of the normalised training text."""
+
+    languages: dict[str, LanguageText]
+    sources: list[SourceInfo]
+    sha256: str
+
+
+def prepare_text(
+    sources: Sequence[TextSource],
+    work_dir: Path,
+    *,
+    holdout: float = 0.02,
+    max_validation_chars: int = 400_000,
+    max_chars_per_source: int | None = None,
+    progress: bool = True,
+) -> PreparedText:
+    """Normalise ``sources`` into ``work_dir/<lang>.txt`` and hold aside a validation slice of each source.
+
+    ``holdout`` is the fraction of documents (in blocks) held aside; ``max_validation_chars`` caps each
+    language's validation text (kept small so that measuring it every targeting round stays cheap).
+    Raises ``fertility.TextError`` for a missing, empty or non-UTF-8 source, naming file and line.
+    """
+    if not 0 < holdout < 0.5:
+        raise ValueError(f"holdout must be a fraction in (0, 0.5), got {holdout}")
+    period = max(2, round(1 / holdout))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    langs: dict[str, LanguageText] = {}
+    infos: list[SourceInfo] = []
+    files = {}
+    try:
+        for source in sources:
+            if source.lang not in langs:
+                path = work_dir / f"{source.lang}.txt"
+                files[source.lang] = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
+                langs[source.lang] = LanguageText(source.lang, path, 0, [])
+            lt, out = langs[source.lang], files[source.lang]
+            info = SourceInfo(source.lang, source.spec)
+            docs = iter_documents(source, max_chars=max_chars_per_source)
+            bar = tqdm(docs, desc=f"reading {source.lang}={source.spec}", unit=" docs", disable=not progress,
+                       mininterval=1.0)
+            for i, doc in enumerate(bar):
+                info.documents += 1
+                text = normalize(doc.text)
+                if (i // HOLDOUT_BLOCK) % period == 0:
+                    info.validation_chars += len(text)
+                    if sum(map(len, lt.validation)) < max_validation_chars:
+                        lt.validation.append(text)
+                    continue
+                for line in text.splitlines():
+                    if line.strip():
+                        out.write(line + "\n")
+                        lt.train_chars += len(line)
+                        info.train_chars += len(line)
+                        lt.alphabet.update(line)
+                        digest.update(line.encode() + b"\n")
+            infos.append(info)
+    finally:
+        for f in files.values():
+            f.close()
+    for lt in langs.values():
+        if lt.train_chars == 0:
+            raise ValueError(f"{lt.lang}: no training text left after holding aside the validation slice "
+                             f"(holdout {holdout}); give more text or a smaller --holdout")
+    return PreparedText(langs, infos, digest.hexdigest())
+
+
+def resolve_shares(
+    chars: Mapping[str, int], shares: Mapping[str, float] | None = None, temperature: float | None = None
+) -> dict[str, float]:
+    """Per-language shares of the sample, in characters, summing to 1.
+
+    Explicit ``shares`` (any positive weights, normalised) win; else ``temperature`` T gives shares
+    proportional to ``chars ** (1 / T)`` (T = 1: as available; large T: uniform); else uniform.
+    """
+    langs = list(chars)
+    if shares:
+        unknown = set(shares) - set(langs)
+        missing = set(langs) - set(shares)
+        if unknown or missing:
+            raise ValueError(f"shares must name exactly the --text languages {sorted(langs)}; "
+                             f"unknown {sorted(unknown)}, missing {sorted(missing)}")
+        if any(v <= 0 for v in shares.values()):
+            raise ValueError(f"shares must be positive, got {dict(shares)}")
+        weights = {k: float(shares[k]) for k in langs}
+    elif temperature is not None:
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        weights = {k: chars[k] ** (1.0 / temperature) for k in langs}
+    else:
+        weights = dict.fromkeys(langs, 1.0)
+    total = sum(weights.values())
+    return {k: w / total for k, w in weights.items()}
+
+
+def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None) -> dict[str, int]:
+    """Characters to draw from each language. Without ``sample_chars``: as large as possible with no language
+    repeated, i.e. the scarcest language (relative to its share) is used once, whole."""
+    if sample_chars is None:
+        sample_chars = int(min(lt.train_chars / shares[k] for k, lt in prepared.languages.items()))
+    return {k: max(1, int(sample_chars * shares[k])) for k in prepared.languages}
+
+
+def iter_sample(prepared: PreparedText, budgets: Mapping[str, int]) -> Iterator[str]:
+    """Stream the sample: each language's lines up to its character budget, cycling its file if short."""
+    for lang, budget in budgets.items():
+        yield from _cycle_lines(prepared.languages[lang].train_path, budget)
+
+
+def _cycle_lines(path: Path, budget: int) -> Iterator[str]:
+    used = 0
+    while used < budget:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                yield line
+                used += len(line)
+                if used >= budget:
+                    return
