@@ -1,0 +1,74 @@
+import json
+
+import pytest
+
+from tokenizers_train.cli import main
+
+
+def _args(small_texts, out, *extra):
+    return ["--text", f"bn={small_texts['bn']}", "--text", f"en={small_texts['en']}", "--out", str(out),
+            "--no-progress", "--max-validation-chars", "20000", "--holdout", "0.1", *extra]
+
+
+@pytest.mark.slow
+def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_texts, tmp_path, capsys):
+    out = tmp_path / "tok"
+    assert main(_args(small_texts, out, "--vocab-size", "1024", "--naive", "--reference", "gpt2")) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["fertility", "naive", "tokenizer.json", "training_report.json"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left beside OUT
+    report = json.loads((out / "training_report.json").read_text())
+    assert report["arguments"]["train"]["vocab_size"] == 1024 and len(report["data"]["sha256"]) == 64
+    assert len(report["rounds"]) == 1 and set(report["rounds"][0]["chars_per_token"]) == {"bn", "en"}
+    # shares are in characters: the sample gives each language the same number of characters
+    assert report["data"]["sample_chars"]["bn"] == report["data"]["sample_chars"]["en"]
+    comparison = report["comparison"]
+    assert set(comparison) == {"script-aware-hf-bpe", "naive-gpt2-bpe", "gpt2"}
+    ours, naive = comparison["script-aware-hf-bpe"], comparison["naive-gpt2-bpe"]
+    assert ours["chars_per_token"]["bn"] > 1.2 * naive["chars_per_token"]["bn"]
+    assert naive["chars_per_token"]["bn"] <= 1.5
+    # the naive pre-tokenizer caps Bangla whatever the vocabulary; ours does not
+    assert any(t["script"] == "Bengali" and t["rule"] == "low_pretoken_ceiling" for t in naive["traps"])
+    assert not any(t["rule"] == "low_pretoken_ceiling" for t in ours["traps"])
+    fert = json.loads((out / "fertility" / "report.json").read_text())
+    assert [t["name"] for t in fert["tokenizers"]] == ["script-aware-hf-bpe", "naive-gpt2-bpe", "gpt2"]
+    assert "naive-gpt2-bpe" in capsys.readouterr().out
+    # an existing OUT is never replaced without --overwrite
+    assert main(_args(small_texts, out, "--vocab-size", "1024")) == 2
+    assert (out / "naive").is_dir()
+
+
+def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_path, capsys):
+    out = tmp_path / "tok"
+    code = main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--target", "bn=40,en=40",
+                      "--max-rounds", "2"))
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "target not met after 2 rounds" in err and "round" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case, extra, message", [
+    ("missing", [], "no such file"),
+    ("empty", [], "no documents"),
+    ("latin1", [], "UTF-8"),
+    ("ok", ["--backend", "wordpiece"], "unknown backend"),
+    ("ok", ["--vocab-size", "1000"], "multiple of 64"),
+    ("ok", ["--vocab-size", "256"], "smaller than the alphabet"),
+    ("ok", ["--target", "xx=4"], "targets name"),
+])
+def test_bad_input_is_a_clear_error_and_leaves_nothing(small_texts, tmp_path, capsys, case, extra, message):
+    bad = tmp_path / f"{case}.txt"
+    if case == "empty":
+        bad.write_text("")
+    elif case == "latin1":
+        bad.write_bytes("ঠিক আছে\n".encode() + "café\n".encode("latin-1"))
+    elif case == "ok":
+        bad = small_texts["bn"]
+    out = tmp_path / "out"
+    argv = ["--text", f"bn={bad}", "--text", f"en={small_texts['en']}", "--out", str(out), "--no-progress", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message.lower() in err.lower()
+    if case in ("missing", "empty", "latin1"):
+        assert str(bad) in err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
