@@ -167,7 +167,10 @@ def launch(args, sup_args: list[str]) -> int:
         supervisor = None
         if runtime.is_main and cfg.train.supervisor:
             run_dir.mkdir(parents=True, exist_ok=True)
-            supervisor = start_supervisor(run_dir, cfg.train.supervisor_args)
+            forwarded = cfg.train.supervisor_args
+            if "--max-rollbacks" not in forwarded:
+                forwarded = [*forwarded, "--max-rollbacks", str(cfg.train.max_rollbacks)]
+            supervisor = start_supervisor(run_dir, forwarded)
         try:
             code = trainer.fit()
         finally:
@@ -176,7 +179,8 @@ def launch(args, sup_args: list[str]) -> int:
             from pretrain.evaluate import evaluate_run
             from pretrain.evaluate import format_report as format_eval
 
-            print(format_eval(evaluate_run(run_dir, device=str(runtime.device))), file=sys.stderr)
+            report = evaluate_run(run_dir, device=str(runtime.device), max_tokens=cfg.data.eval_tokens)
+            print(format_eval(report), file=sys.stderr)
         return code
     finally:
         distributed.teardown()

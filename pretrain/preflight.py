@@ -21,7 +21,7 @@ import torch
 
 from corpus.shards import atomic_write_bytes
 from pretrain import distributed
-from pretrain.train import Trainer, make_optimizer, train_step
+from pretrain.train import Trainer, build_model, make_optimizer, rng_state, set_rng_state, train_step
 
 GiB = 1024**3
 
@@ -74,10 +74,16 @@ def _device_info(trainer: Trainer) -> dict[str, Any]:
 
 
 def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
-    """Time ``steps`` optimizer steps (after one warm-up step) on a copy of the model."""
+    """Time ``steps`` optimizer steps (after one warm-up step) on a copy of the model, wrapped (compile,
+    DDP or FSDP2) like the real one. FSDP modules cannot be deep-copied, so there the copy is a fresh build."""
     rt = trainer.runtime
-    model = copy.deepcopy(trainer.model)
-    wrapped = distributed.wrap(model, rt, trainer.compile) if trainer.compile else model
+    if rt.fsdp:
+        rng = rng_state()
+        model = build_model(trainer.cfg).to(rt.device)
+        set_rng_state(rng)
+    else:
+        model = copy.deepcopy(trainer.model)
+    wrapped = distributed.wrap(model, rt, trainer.compile)
     optimizer = make_optimizer(model, trainer.cfg.optim, rt.device)
     batches = trainer.micro_batches(trainer.sampler.state.next_batch)
     if rt.device.type == "cuda":
@@ -92,8 +98,7 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     step_s = sorted(times)[len(times) // 2]
     tps = trainer.cfg.train.global_batch_tokens / step_s
     out = {"kind": "measured", "steps": steps, "seconds_per_step": step_s, "tokens_per_s": tps,
-           "mfu": trainer.flops_per_token * tps / (trainer.peak * rt.world_size) if trainer.peak else None,
-           "note": "a copy of the model, without DDP communication" if rt.distributed else ""}
+           "mfu": trainer.flops_per_token * tps / (trainer.peak * rt.world_size) if trainer.peak else None}
     if rt.device.type == "cuda":
         out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(rt.device)
     del model, wrapped, optimizer
