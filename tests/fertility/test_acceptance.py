@@ -1,10 +1,11 @@
 """Acceptance on real parallel text (../shared tatoeba-bn-en): the report agrees with an independent count.
 
 The independent count is plain ``len(text)`` over ``len(encode(text))`` with the tokenizer libraries used
-directly (tiktoken for cl100k/o200k, HF tokenizers for GPT-2 as in shared/tokenizers/README.md), per line.
+directly from ../shared/tokenizers (tiktoken for cl100k/o200k, HF tokenizers for GPT-2 as in shared/tokenizers/README.md), per line.
 """
 
 import gzip
+import hashlib
 
 import pytest
 
@@ -13,7 +14,10 @@ import fertility
 NAMES = ("gpt2", "cl100k_base", "o200k_base")
 
 
-def reference_encoders(tok_dir):
+@pytest.fixture(scope="module")
+def independent(shared_tokenizers):
+    """Token counters built straight from the libraries, as shared/tokenizers/README.md loads them."""
+    tok_dir = shared_tokenizers
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -36,15 +40,21 @@ def reference_encoders(tok_dir):
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_tatoeba_chars_per_token_premium_and_traps(shared_dir, shared_tokenizers, shared_tok):
+def test_tatoeba_chars_per_token_premium_and_traps(shared_dir, shared_tokenizers, shared_tok, gpt2, o200k,
+                                                   independent):
     folder = shared_dir / "data" / "parallel" / "tatoeba-bn-en"
     files = {"bn": folder / "ben_Beng.txt.gz", "en": folder / "eng_Latn.txt.gz"}
     lines = {lang: [x for x in gzip.decompress(p.read_bytes()).decode().split("\n") if x.strip()]
              for lang, p in files.items()}
-    report = fertility.analyze([shared_tok(n) for n in NAMES],
+    # the shipped gpt2 and o200k (loaded once per session) are the shared files: same bytes (o200k gzipped)
+    shared = shared_tokenizers
+    assert o200k.fingerprint == hashlib.sha256((shared / "o200k_base" / "o200k_base.tiktoken").read_bytes()).hexdigest()
+    gpt2_bytes = (shared / "gpt2" / "vocab.json").read_bytes() + (shared / "gpt2" / "merges.txt").read_bytes()
+    assert gpt2.fingerprint == hashlib.sha256(gpt2_bytes).hexdigest()
+    report = fertility.analyze([gpt2, shared_tok("cl100k_base"), o200k],
                                [fertility.TextSource(lang, str(p)) for lang, p in files.items()],
                                parallel={lang: str(p) for lang, p in files.items()}, reference="en", progress=False)
-    count = reference_encoders(shared_tokenizers)
+    count = independent
     for name in NAMES:
         t = report.tokenizer(name)
         tokens = {lang: count[name](lines[lang]) for lang in files}
@@ -64,23 +74,24 @@ def test_tatoeba_chars_per_token_premium_and_traps(shared_dir, shared_tokenizers
 
 
 @pytest.mark.shared
-def test_o200k_bengali_ceiling_on_prose(shared_dir, shared_tok):
+def test_o200k_bengali_ceiling_on_prose(shared_dir, o200k):
     # Long-form prose (measurement only; this file has no licence and is never committed or copied)
     source = fertility.TextSource("bn", str(shared_dir / "data" / "bn" / "blog-sachalayatan.txt.gz"))
-    report = fertility.analyze([shared_tok("o200k_base")], [source], max_chars=150_000, progress=False)
+    report = fertility.analyze([o200k], [source], max_chars=150_000, progress=False)
     assert report.tokenizers[0].scripts["Bengali"].pretoken_ceiling > 5
 
 
 @pytest.mark.shared
 @pytest.mark.slow
-def test_monolingual_prose_and_wikipedia_agree_with_independent_count(shared_dir, shared_tokenizers, shared_tok):
+def test_monolingual_prose_and_wikipedia_agree_with_independent_count(shared_dir, shared_tok, gpt2, o200k,
+                                                                      independent):
     files = {"bn": shared_dir / "data" / "bn" / "blog-sachalayatan.txt.gz",
              "en": shared_dir / "data" / "en" / "wiki-en-chinapedia.txt.gz"}
     max_chars = 60_000
-    report = fertility.analyze([shared_tok(n) for n in NAMES],
+    report = fertility.analyze([gpt2, shared_tok("cl100k_base"), o200k],
                                [fertility.TextSource(lang, str(p)) for lang, p in files.items()],
                                max_chars=max_chars, progress=False)
-    count = reference_encoders(shared_tokenizers)
+    count = independent
     for lang, path in files.items():
         lines, chars = [], 0
         with gzip.open(path, "rt", encoding="utf-8") as f:
