@@ -66,6 +66,8 @@ LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
     r"\s+(?!\S)|\s+"
 )
+# HF tokenizers' ByteLevel(use_regex=True) split (GPT-2's pattern, as written in the tokenizers source).
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
     r"\s+(?!\S)|\s+"
@@ -358,16 +360,7 @@ class TiktokenTokenizer(Tokenizer):
         return [m.span() for m in self._pattern.finditer(text)]
 
     def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # tiktoken's patterns match every character, so the pieces tile each text and their lengths suffice.
-        findall = self._pattern.findall
-        pieces = [findall(t) for t in texts]
-        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
-        per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
-        if not np.array_equal(per_text, [len(t) for t in texts]):
-            return super().pretokenize_batch(texts)
-        starts, ends = _tile(lengths, counts)
-        return starts, ends, counts
+        return _regex_pieces(self._pattern, texts) or super().pretokenize_batch(texts)
 
     def token_to_id(self, token: str) -> int | None:
         if token in self._specials:
@@ -382,6 +375,22 @@ class TiktokenTokenizer(Tokenizer):
             return self._enc.decode_single_token_bytes(i).decode("utf-8", errors="backslashreplace")
         except KeyError:
             return None
+
+
+def _regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
+    """(starts, ends, counts) of ``pattern``'s matches when they tile every text, else None.
+
+    Byte-level BPE patterns match every character, so the matches' lengths are all that is needed, and
+    ``findall`` is the cheapest way to get them.
+    """
+    pieces = [pattern.findall(t) for t in texts]
+    counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
+    per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
+    if not np.array_equal(per_text, [len(t) for t in texts]):
+        return None
+    starts, ends = _tile(lengths, counts)
+    return starts, ends, counts
 
 
 def _tiktoken_preset(name: str | None, sha256: str, n_ranks: int) -> _TiktokenPreset:
@@ -448,6 +457,7 @@ class HFTokenizer(Tokenizer):
             for token, i in vocab.items():
                 byte_chars = all(c in _BYTE_CHARS for c in token)
                 self._byte_len[i] = len(token) if byte_chars else len(token.encode())
+        self._piece_pattern = _pretokenizer_regex(config.get("pre_tokenizer"))
         specials = {t.content for t in tok.get_added_tokens_decoder().values()}
         self.bos_id = _first_id([n for n in _BOS_NAMES if n in specials], self.token_to_id)
         self.eos_id = _first_id([n for n in _EOS_NAMES if n in specials], self.token_to_id)
@@ -478,16 +488,47 @@ class HFTokenizer(Tokenizer):
         return self._tok.decode(list(ids), skip_special_tokens=False)
 
     def pretokenize(self, text: str) -> list[tuple[int, int]]:
+        if self._piece_pattern is not None:
+            return [m.span() for m in self._piece_pattern.finditer(text)]
         pre = self._tok.pre_tokenizer
         if pre is None:
             return [m.span() for m in _WHITESPACE_PIECES.finditer(text)]
         return [span for _, span in pre.pre_tokenize_str(text)]
+
+    def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        found = _regex_pieces(self._piece_pattern, texts) if self._piece_pattern is not None else None
+        return found or super().pretokenize_batch(texts)
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
 
     def id_to_token(self, i: int) -> str | None:
         return self._tok.id_to_token(i)
+
+
+def _pretokenizer_regex(config: dict | None) -> regex.Pattern | None:
+    """The one regex a byte-level pre-tokenizer splits with, when it is that simple; else None.
+
+    Recognised: ``ByteLevel`` with its GPT-2 regex (no prefix space), and ``Split(Regex, "Isolated")``
+    followed by ``ByteLevel(use_regex=False)``. The Python ``regex`` module then finds the same pieces as the
+    library's own pre-tokenizer (checked in the tests), several times faster than ``pre_tokenize_str``.
+    """
+    if not config:
+        return None
+    if config.get("type") == "ByteLevel":
+        if config.get("use_regex", True) and not config.get("add_prefix_space", False):
+            return regex.compile(GPT2_PATTERN)
+        return None
+    steps = config.get("pretokenizers", []) if config.get("type") == "Sequence" else []
+    if (len(steps) == 2 and steps[0].get("type") == "Split" and "Regex" in steps[0].get("pattern", {})
+            and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert", False)
+            and steps[1].get("type") == "ByteLevel" and not steps[1].get("use_regex", True)
+            and not steps[1].get("add_prefix_space", False)):
+        try:
+            return regex.compile(steps[0]["pattern"]["Regex"])
+        except regex.error:
+            return None
+    return None
 
 
 def _gpt2_style(vocab: Path, merges: Path, name: str) -> HFTokenizer:

@@ -159,3 +159,35 @@ def test_missing_and_corrupt_files_name_the_file(tmp_path):
         path.write_bytes(data)
         with pytest.raises(TokenizerLoadError, match=name.replace(".", r"\.")):
             load_tokenizer(str(path))
+
+
+def library_pieces(tok, text):
+    return [span for _, span in tok._tok.pre_tokenizer.pre_tokenize_str(text)]
+
+
+TRICKY = ["a\u00a0b  c\t\td\n\ne", "it's  I'LL 12345 x\u2028y", "ক্ষ\u200c়  ১২৩ টাকা।", "  trailing   ", "\u3000全角 テキスト"]
+
+
+def test_regex_pretokenizer_equals_the_library(gpt2, sample_dir):
+    from fertility.text import iter_documents
+
+    docs = TRICKY + [d.text for d in iter_documents(str(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"),
+                                                     max_chars=20_000)]
+    docs += [d.text for d in iter_documents(str(sample_dir / "en" / "wiki-en-chinapedia.txt.gz"), max_chars=20_000)]
+    assert gpt2._piece_pattern is not None
+    starts, ends, counts = gpt2.pretokenize_batch(docs)
+    expected = [library_pieces(gpt2, d) for d in docs]
+    assert counts.tolist() == [len(e) for e in expected]
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [s for e in expected for s in e]
+
+
+@pytest.mark.shared
+@pytest.mark.slow  # loading Qwen's 151k merges takes seconds
+def test_qwen_regex_pretokenizer_equals_the_library(shared_tok, sample_dir):
+    from fertility.text import iter_documents
+
+    qwen = shared_tok("qwen2.5")
+    docs = TRICKY + [d.text for d in iter_documents(str(sample_dir / "bn" / "literature-bnarchive.txt.gz"),
+                                                     max_chars=10_000)]
+    assert qwen._piece_pattern is not None
+    assert [qwen.pretokenize(d) for d in docs] == [library_pieces(qwen, d) for d in docs]
