@@ -309,6 +309,17 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def process_start_time(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch), from procfs; None where that is not available."""
+    try:
+        fields_after_comm = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return boot + int(fields_after_comm[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: starttime
+
+
 def terminate(pid: int, grace_s: float) -> str:
     """SIGTERM, then SIGKILL if ``pid`` still runs after ``grace_s``; return the signal that ended it."""
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
@@ -366,6 +377,9 @@ def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfi
     run_dir = Path(run_dir)
     state = SupervisorState()
     tail = MetricsTail(run_dir / METRICS_NAME)
+    # Steps logged by an earlier trainer process (the run before a --resume) are history, not news: the
+    # NaN that halted it must not halt the resumed run. Where the start time is unknown, judge everything.
+    trainer_started = process_start_time(trainer_pid) or 0.0
     log_event(run_dir, "start", trainer_pid=trainer_pid, config=asdict(cfg))
     while pid_alive(trainer_pid):
         new, warnings = tail.read()
@@ -375,7 +389,7 @@ def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfi
         pending = (run_dir / HALT_REQUEST_NAME).exists()
         for rec in new:
             add_record(state.records, rec)
-            if not pending:
+            if not pending and as_float(rec.get("time")) >= trainer_started - 1.0:
                 verdict = detect(state.records, cfg)
                 if verdict is not None:
                     request_halt(run_dir, verdict, state, cfg)

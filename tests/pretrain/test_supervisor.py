@@ -184,6 +184,8 @@ def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
     try:
         records = healthy_run(40)
         records[30]["loss"] = float("nan")
+        for r in records:
+            r["time"] = time.time()  # logged by this trainer process
         _write_metrics(tmp_path, records)
         cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05, "heartbeat_timeout_s": 60})
         proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, cfg))
@@ -199,6 +201,35 @@ def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
         trainer.wait()
     assert proc.wait(timeout=20) == 0
     assert [e["event"] for e in _events(tmp_path)] == ["start", "request", "trainer_exited"]
+
+
+def test_steps_of_an_earlier_trainer_process_are_history_not_news(tmp_path):
+    """After a halt and --resume, the old NaN in metrics.jsonl must not halt the resumed trainer."""
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = sup.process_start_time(trainer.pid)
+        assert started is not None and abs(started - time.time()) < 60
+        old = healthy_run(20)
+        for r in old:
+            r["time"] = started - 100 + r["step"]
+        old[12]["loss"] = None  # what halted the previous process
+        _write_metrics(tmp_path, old)
+        cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05})
+        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, cfg))
+        new = healthy_run(30)[13:]  # the resumed run restarts after its checkpoint at step 12
+        for r in new:
+            r["time"] = time.time()
+        new[10]["grad_norm"] = float("inf")  # step 23: a fault of the resumed process
+        _write_metrics(tmp_path, new)
+        deadline = time.monotonic() + 20
+        while not (tmp_path / sup.HALT_REQUEST_NAME).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        request = json.loads((tmp_path / sup.HALT_REQUEST_NAME).read_text())
+        assert (request["reason"], request["step"]) == ("nonfinite_grad_norm", 23)
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert proc.wait(timeout=20) == 0
 
 
 def test_rollback_policy_gives_up_after_max_rollbacks(tmp_path):
