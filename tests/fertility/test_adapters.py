@@ -191,3 +191,41 @@ def test_qwen_regex_pretokenizer_equals_the_library(shared_tok, sample_dir):
                                                      max_chars=10_000)]
     assert qwen._piece_pattern is not None
     assert [qwen.pretokenize(d) for d in docs] == [library_pieces(qwen, d) for d in docs]
+
+
+def test_every_kind_without_shared_files(tmp_path, gpt2, sample_dir):
+    """tokenizer.json, sentencepiece and WordPiece files made here, so a fresh clone tests every kind."""
+    import io
+
+    import sentencepiece as spm
+
+    from fertility.text import iter_documents
+
+    docs = [d.text for d in iter_documents(str(sample_dir / "parallel" / "ben_Beng.txt.gz"), max_chars=30_000)]
+    # HF tokenizer.json (the shipped GPT-2, saved in that format)
+    gpt2._tok.save(str(tmp_path / "tokenizer.json"))
+    hf = load_tokenizer(str(tmp_path / "tokenizer.json"))
+    assert hf.kind == "hf" and hf.encode_ids(docs[:50]) == gpt2.encode_ids(docs[:50])
+    # sentencepiece with byte fallback, under a file name that says nothing
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(docs), model_writer=model, vocab_size=400,
+                                   byte_fallback=True, character_coverage=1.0)
+    (tmp_path / "tiny.bin").write_bytes(model.getvalue())
+    sp = load_tokenizer(str(tmp_path / "tiny.bin"))
+    ref = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    text = "আমি বাংলায় গান গাই। 漢"
+    (e,) = check_contract(sp, [text])
+    assert sp.kind == "sentencepiece" and e.ids == ref.encode(text)
+    flagged = [i for i, f in enumerate(e.byte_fallback) if f]
+    assert len(flagged) == 3  # 漢 is not in the vocabulary: its three UTF-8 bytes, one piece each
+    assert [e.offsets[i] for i in flagged] == [(len(text.encode()) - 3 + k, len(text.encode()) - 2 + k)
+                                               for k in range(3)]
+    assert sp.decode(e.ids) == text
+    # WordPiece vocab.txt with BERT's defaults: the nukta (a combining mark) is stripped before lookup
+    (tmp_path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "আমি", "বাংলা",
+                                                   "##য", "গান", "।"]) + "\n")
+    wp = load_tokenizer(str(tmp_path / "vocab.txt"))
+    (e,) = check_contract(wp, ["আমি বাংলায় গান গাই।"])
+    assert wp.kind == "wordpiece" and [wp.id_to_token(i) for i in e.ids] == ["আমি", "বাংলা", "##য", "গান", "[UNK]", "।"]
+    assert e.unk == [False, False, False, False, True, False]
+    assert wp.bos_id == wp.token_to_id("[CLS]") and wp.eos_id == wp.token_to_id("[SEP]")
