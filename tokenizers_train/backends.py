@@ -105,8 +105,8 @@ def train_naive(vocab_size: int, lines: Lines, out_dir: Path, show_progress: boo
 
 
 def _byte_level(model, pattern: str = SCRIPT_AWARE_PATTERN) -> Tokenizer:
+    # No normalizer while training: the sample is already in corpus.normalize's form. _save_hf adds NFC.
     tok = Tokenizer(model)
-    tok.normalizer = normalizers.NFC()  # = corpus.normalize; the training text is already in this form
     tok.pre_tokenizer = hf_pre_tokenizer(pattern)
     tok.decoder = decoders.ByteLevel()
     return tok
@@ -180,7 +180,6 @@ def _train_hf_unigram(config: TrainConfig, lines: Lines) -> Tokenizer:
     """Unigram over characters (byte-level Unigram is many times slower to train), with sentencepiece-style
     byte fallback: the 256 ``<0xXX>`` pieces are appended with the lowest score, so no character is lost."""
     tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = hf_split(SCRIPT_AWARE_PATTERN)
     trainer = trainers.UnigramTrainer(vocab_size=config.vocab_size - BYTE_ALPHABET, special_tokens=SPECIAL_TOKENS,
                                       unk_token="<|unk|>",
@@ -208,6 +207,7 @@ def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
 
 
 def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
+    tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
     path = out_dir / "tokenizer.json"
     tok.save(str(path))
     return path
