@@ -181,16 +181,23 @@ def test_regex_pretokenizer_equals_the_library(gpt2, sample_dir):
     assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [s for e in expected for s in e]
 
 
-@pytest.mark.shared
-@pytest.mark.slow  # loading Qwen's 151k merges takes seconds
-def test_qwen_regex_pretokenizer_equals_the_library(shared_tok, sample_dir):
+def test_split_regex_pretokenizer_equals_the_library(sample_dir):
+    """Qwen's layout: Split(Regex, Isolated) then ByteLevel without its own regex."""
+    import json
+
+    from tokenizers import Regex, pre_tokenizers
+
+    from fertility.adapters import QWEN_PATTERN, _pretokenizer_regex
     from fertility.text import iter_documents
 
-    qwen = shared_tok("qwen2.5")
+    library = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
+                                       pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    ours = _pretokenizer_regex(json.loads(library.__getstate__()))
+    assert ours is not None
     docs = TRICKY + [d.text for d in iter_documents(str(sample_dir / "bn" / "literature-bnarchive.txt.gz"),
                                                      max_chars=10_000)]
-    assert qwen._piece_pattern is not None
-    assert [qwen.pretokenize(d) for d in docs] == [library_pieces(qwen, d) for d in docs]
+    assert [[m.span() for m in ours.finditer(d)] for d in docs] == [
+        [span for _, span in library.pre_tokenize_str(d)] for d in docs]
 
 
 def test_every_kind_without_shared_files(tmp_path, gpt2, sample_dir):
