@@ -654,6 +654,7 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     then the repository's ``data/tokenizers``. Any other spec is a path: a ``tokenizer.json``; a ``vocab.json``
     (with ``merges.txt`` beside it) or a folder holding both; a WordPiece ``vocab.txt``; a tiktoken ranks file
     (``.tiktoken``, ``.tiktoken.gz``, or any name with that content); a sentencepiece model (any name).
+    An unchanged file is loaded once per process and the same object returned: copy it before changing it.
     """
     if isinstance(spec, Tokenizer):
         return spec

@@ -104,7 +104,7 @@ def analyze(
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
     if len(set(names)) != len(names):
-        raise ValueError(f"two tokenizers share a name: {names}")
+        raise ValueError(f"two tokenizers share a name: {names}; give each tokenizer once")
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]
     seconds = [0.0] * len(toks)

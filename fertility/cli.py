@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV, TokenizerLoadError
+from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 from fertility.analysis import analyze
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
         report = analyze(args.tokenizer, texts, parallel=parallel or None, reference=args.reference,
                          max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir, progress=not args.no_progress)
-    except (TextError, TokenizerLoadError) as e:
+    except ValueError as e:  # TextError, TokenizerLoadError, ParallelError and bad argument combinations
         print(f"fertility: error: {e}", file=sys.stderr)
         return 2
     print(terminal_table(report))
