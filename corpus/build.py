@@ -69,6 +69,7 @@ class DocTable:
     source: np.ndarray  # source index
     unit: np.ndarray  # index into ``units``
     row: np.ndarray  # document's row within its unit
+    start: np.ndarray  # offset of its first token in the unit's token file
     tokens: np.ndarray  # token count including the BOS
     chars: np.ndarray
     bytes: np.ndarray
@@ -108,7 +109,8 @@ def arguments(config: BuildConfig) -> dict:
 
 def doc_table(work_dir: Path, states: list[SourceIngest], n_compare: int) -> DocTable:
     """Read the metadata of every committed unit into one table."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("source", "unit", "row", "tokens", "chars", "bytes", "compare")}
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("source", "unit", "row", "start", "tokens", "chars", "bytes", "compare")}
     units: list[Unit] = []
     for state in states:
         for unit in state.units:
@@ -117,6 +119,7 @@ def doc_table(work_dir: Path, states: list[SourceIngest], n_compare: int) -> Doc
             cols["source"].append(np.full(n, unit.source, dtype=np.int32))
             cols["unit"].append(np.full(n, len(units), dtype=np.int32))
             cols["row"].append(np.arange(n, dtype=np.int32))
+            cols["start"].append(meta["offsets"][:-1])
             cols["tokens"].append(np.diff(meta["offsets"]) + 1)
             cols["chars"].append(meta["chars"])
             cols["bytes"].append(meta["bytes"])
@@ -143,8 +146,15 @@ def hold_out_validation(table: DocTable, states: list[SourceIngest], config: Bui
         docs = np.flatnonzero(np.isin(table.source, sources))
         budget = min(config.val_tokens, int(config.val_max_share * table.tokens[docs].sum()))
         order = docs[_rng(config.seed, 1, _lang_key(language)).permutation(len(docs))]
-        taken = np.cumsum(table.tokens[order]) <= budget
-        val[language] = order[taken]
+        # Documents in random order, each taken if it still fits: one long document cannot empty the split.
+        taken, total = [], 0
+        for row, n in zip(order.tolist(), table.tokens[order].tolist(), strict=True):
+            if total + n <= budget:
+                taken.append(row)
+                total += n
+            if total >= budget * 0.99:
+                break
+        val[language] = np.array(taken, dtype=np.int64)
     return val
 
 
@@ -200,29 +210,26 @@ def shard_jobs(train_rows: np.ndarray, val: dict[str, np.ndarray], table: DocTab
     return jobs
 
 
-@lru_cache(maxsize=64)
-def _unit_offsets(work_dir: str, stem: str) -> np.ndarray:
-    with np.load(Path(work_dir) / "units" / f"{stem}.meta.npz", allow_pickle=False) as z:
-        return z["offsets"]
-
-
-def _shard_bytes(work_dir: str, stems: list[str], units: np.ndarray, rows: np.ndarray, bos: int, dtype: str) -> bytes:
-    parts = []
-    for u, r in zip(units.tolist(), rows.tolist(), strict=True):
-        offsets = _unit_offsets(work_dir, stems[u])
-        parts.append(np.array([bos], dtype=np.uint32))
-        parts.append(_unit_token_map(work_dir, stems[u])[offsets[r]:offsets[r + 1]])
-    return encode_shard(np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32), dtype)
-
-
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _unit_token_map(work_dir: str, stem: str) -> np.ndarray:
     return np.load(Path(work_dir) / "units" / f"{stem}.tokens.npy", mmap_mode="r", allow_pickle=False)
 
 
-def _write_job(out_dir: str, work_dir: str, stems: list[str], file: str, units: np.ndarray, rows: np.ndarray,
-               bos: int, dtype: str) -> tuple[str, str]:
-    data = _shard_bytes(work_dir, stems, units, rows, bos, dtype)
+def _shard_bytes(work_dir: str, stems: list[str], units: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                 bos: int, dtype: str) -> bytes:
+    """A shard's bytes: each document's BOS then its tokens, read from the memory-mapped units."""
+    tokens = np.empty(int(lengths.sum()), dtype=np.uint32)
+    at = 0
+    for u, start, n in zip(units.tolist(), starts.tolist(), lengths.tolist(), strict=True):
+        tokens[at] = bos
+        tokens[at + 1:at + n] = _unit_token_map(work_dir, stems[u])[start:start + n - 1]
+        at += n
+    return encode_shard(tokens, dtype)
+
+
+def _write_job(out_dir: str, work_dir: str, stems: list[str], file: str, units: np.ndarray, starts: np.ndarray,
+               lengths: np.ndarray, bos: int, dtype: str) -> tuple[str, str]:
+    data = _shard_bytes(work_dir, stems, units, starts, lengths, bos, dtype)
     atomic_write_bytes(Path(out_dir) / file, data)
     return file, hashlib.sha256(data).hexdigest()
 
@@ -245,11 +252,11 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_dir:
     if progress_path.exists():
         saved = json.loads(progress_path.read_text(encoding="utf-8"))
         if saved["layout"] == layout:
-            done = {f: sha for f, sha in saved["done"].items() if (out_dir / f).exists()}
+            done = {f: sha for f, sha in saved["done"].items() if _intact(out_dir / f)}
     todo = [j for j in jobs if j.file not in done]
     stems = [u.stem for u in table.units]
-    args = [(str(out_dir), str(work_dir), stems, j.file, table.unit[j.docs], table.row[j.docs], tok.bos_id, dtype)
-            for j in todo]
+    args = [(str(out_dir), str(work_dir), stems, j.file, table.unit[j.docs], table.start[j.docs], table.tokens[j.docs],
+             tok.bos_id, dtype) for j in todo]
     bar = tqdm(total=int(sum(table.tokens[j.docs].sum() for j in jobs)), desc="shards", unit="tok", unit_scale=True,
                disable=not progress, dynamic_ncols=True)
     bar.update(int(sum(table.tokens[j.docs].sum() for j in jobs if j.file in done)))
@@ -271,6 +278,14 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_dir:
     finally:
         bar.close()
     return done
+
+
+def _intact(path: Path) -> bool:
+    try:
+        read_header(path)
+    except ShardError:
+        return False
+    return True
 
 
 def _star_write_job(args: tuple) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from corpus.ingest import IngestConfig, IngestError
 from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.report import corpus_table
 from corpus.shards import Manifest, ShardError
-from corpus.verify import format_summary, recount_languages, verify_shards
+from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
 from fertility.adapters import TokenizerLoadError, load_tokenizer
 from fertility.text import TextError
 
@@ -118,12 +118,20 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
         print(f"OK: {result.shards} shards, {result.tokens:,} tokens match the manifest "
               f"(headers, sizes, counts, BOS-delimited documents{'' if a.no_hashes else ', sha256'})")
     ok = result.ok
-    if a.recount:
-        train = manifest.split("train")
+    if a.recount or a.check_text:
         tok = load_tokenizer(str(Path(a.dir) / manifest.tokenizer.spec))
         if tok.fingerprint != manifest.tokenizer.sha256:
             print(f"FAIL tokenizer at {manifest.tokenizer.spec} is not the one the shards were made with")
             return 1
+    if a.check_text:
+        checked, problems = check_decoded_text(a.dir, manifest, tok, a.check_text, progress=not a.no_progress)
+        for problem in problems:
+            print(f"FAIL {problem}")
+        if not problems:
+            print(f"OK: {checked} sampled training documents decode to cleaned source documents")
+        ok = ok and not problems
+    if a.recount:
+        train = manifest.split("train")
         counts = recount_languages(a.dir, train, tok, manifest.tokenizer.bos_id, manifest.languages(),
                                    progress=not a.no_progress)
         total = sum(counts.values())
@@ -161,6 +169,9 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("dir")
     i.add_argument("--recount", action="store_true",
                    help="decode every training document and recount tokens per language by script")
+    i.add_argument("--check-text", type=int, default=0, metavar="N",
+                   help="decode N random training documents and check each is a cleaned document of the "
+                        "manifest's sources (reads and cleans the sources again)")
     i.add_argument("--no-hashes", action="store_true", help="skip the sha256 check of shard contents")
     i.add_argument("--no-progress", action="store_true")
     i.set_defaults(func=_cmd_inspect)

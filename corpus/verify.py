@@ -7,6 +7,8 @@ script dominates it, so per-language token shares can be checked without trustin
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +16,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus.clean import script_of, script_share
+from corpus.clean import CleanConfig, clean_document, script_of, script_share
 from corpus.shards import Manifest, ShardError, ShardInfo, file_sha256, read_header, read_shard
 from fertility.adapters import Tokenizer
+from fertility.text import TextSource, iter_documents
 
 
 @dataclass
@@ -121,3 +124,38 @@ def format_summary(directory: str | Path, manifest: Manifest) -> str:
                      f"{sum(s.tokens for s in val):,} tokens, {sum(s.chars for s in val):,} chars, "
                      f"{sum(s.bytes for s in val):,} bytes")
     return "\n".join(lines)
+
+
+def check_decoded_text(directory: str | Path, manifest: Manifest, tokenizer: Tokenizer, samples: int, seed: int = 0,
+                       *, progress: bool = True) -> tuple[int, list[str]]:
+    """Decode ``samples`` random training documents and check each is a cleaned document of the sources.
+
+    The sources are read again from the manifest's specs and cleaned with its recorded settings, so this
+    checks tokenizer round trip, cleaning and packing together. Returns (documents checked, problems).
+    """
+    rng = np.random.default_rng(seed)
+    train = manifest.split("train")
+    picked: list[tuple[str, str]] = []
+    for s in rng.integers(len(train), size=samples if train else 0).tolist():
+        docs = list(documents(read_shard(Path(directory) / train[s].file), manifest.tokenizer.bos_id))
+        doc = docs[int(rng.integers(len(docs)))]
+        picked.append((train[s].file, tokenizer.decode(doc.tolist())))
+    wanted = {hashlib.blake2b(text.encode(), digest_size=16).digest() for _, text in picked}
+    found: set[bytes] = set()
+    clean = CleanConfig(**manifest.filters.get("clean", {}))
+    max_chars = manifest.arguments.get("ingest", {}).get("max_chars")
+    errors = "skip" if manifest.filters.get("bad_utf8") == "skip" else "strict"
+    counters: Counter = Counter()
+    for record in manifest.sources:
+        source = TextSource(record["language"], record["spec"], record.get("field", "text"), record.get("config"),
+                            record.get("split", "train"))
+        for doc in tqdm(iter_documents(source, max_chars=max_chars, errors=errors), desc=f"re-clean {source.spec}",
+                        unit="doc", disable=not progress, dynamic_ncols=True):
+            text = clean_document(doc.text, source.lang, clean, counters)
+            if text is not None:
+                key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+                if key in wanted:
+                    found.add(key)
+    problems = [f"{file}: decoded document {text[:60]!r}... is not a cleaned source document"
+                for file, text in picked if hashlib.blake2b(text.encode(), digest_size=16).digest() not in found]
+    return len(picked), problems
