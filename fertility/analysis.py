@@ -18,7 +18,7 @@ from fertility.balance import Balance, balance
 from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
 from fertility.parallel import ParallelMetrics, premium, read_parallel
 from fertility.scripts import SCRIPT_NAMES
-from fertility.text import TextSource, iter_documents
+from fertility.text import TextError, TextSource, iter_documents
 from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1
@@ -141,7 +141,9 @@ def _sources(texts, max_chars: int | None, progress: bool) -> Iterator[tuple[str
         for lang, docs in texts.items():
             if isinstance(docs, str):
                 raise TypeError(f"texts[{lang!r}] must be a sequence of documents, not one string")
-            kept = _head(list(docs), max_chars)
+            kept = _head([d for d in docs if d.strip()], max_chars)
+            if not kept:
+                raise TextError(f"texts[{lang!r}]: no documents (expected non-blank strings)")
             info = {"documents": len(kept), "chars": sum(map(len, kept)), "bad_utf8": 0}
             yield lang, "<memory>", _chunks(iter(kept)), info
         return

@@ -184,6 +184,11 @@ def _json_field(line: str, field: str, path: Path, line_no: int) -> str:
     value = obj[field]
     if not isinstance(value, str):
         raise TextError(f"{path}:{line_no}: field {field!r} is {type(value).__name__}, expected a string")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # JSON may escape a lone surrogate ("\ud800"), which is not text
+            raise TextError(f"{path}:{line_no}: field {field!r} holds a lone surrogate; expected valid Unicode") from None
     return value
 
 

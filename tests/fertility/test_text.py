@@ -44,6 +44,9 @@ def test_jsonl_field_and_errors(tmp_path):
     assert [d.text for d in iter_documents(TextSource("bn", str(p), "content"))] == ["আমি", "তুমি"]
     with pytest.raises(TextError, match=r"d\.jsonl:1: no field 'text'"):
         list(iter_documents(TextSource("bn", str(p))))
+    p.write_text(json.dumps({"text": "ok"}) + "\n" + '{"text": "bad \\ud800 half"}' + "\n")
+    with pytest.raises(TextError, match=r"d\.jsonl:2: field 'text' holds a lone surrogate"):
+        list(iter_documents(str(p)))
     p.write_text(json.dumps({"text": "ok"}) + "\n{broken\n")
     with pytest.raises(TextError, match=r"d\.jsonl:2: not a JSON object"):
         list(iter_documents(str(p)))
