@@ -248,6 +248,8 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     on_gpu = torch.device(device).type == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: torch {torch.__version__} sees no CUDA device")
     cfg = model_config(args.config, args.vocab_size)
     for name in ("micro_batch", "seq_len", "steps", "warmup", "accum"):
         value = getattr(args, name)
