@@ -74,7 +74,7 @@ def _device_info(trainer: Trainer) -> dict[str, Any]:
 
 
 def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
-    """Time ``steps`` optimizer steps (after one warm-up step) on a copy of the model, wrapped (compile,
+    """Time ``steps`` optimizer steps (after a warm-up step on GPU) on a copy of the model, wrapped (compile,
     DDP or FSDP2) like the real one. FSDP modules cannot be deep-copied, so there the copy is a fresh build."""
     rt = trainer.runtime
     if rt.fsdp:
@@ -88,12 +88,14 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     batches = trainer.micro_batches(trainer.sampler.state.next_batch)
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
+    # On a GPU the first step pays for compilation and allocator warm-up: time the ones after it.
+    warmup = 1 if rt.device.type == "cuda" or trainer.compile else 0
     times = []
-    for i in range(steps + 1):
+    for i in range(steps + warmup):
         t0 = time.perf_counter()
         loss, _ = train_step(wrapped, optimizer, batches, rt, trainer.cfg.optim.grad_clip)
         loss.item()
-        if i:  # the first step pays for compilation and allocator warm-up
+        if i >= warmup:
             times.append(time.perf_counter() - t0)
     step_s = sorted(times)[len(times) // 2]
     tps = trainer.cfg.train.global_batch_tokens / step_s
