@@ -82,23 +82,27 @@ def canonicalize(text: str, counters: Counter | None = None) -> str:
     if stripped != out:
         counters["changed_control_chars"] += 1
     spaced = _HSPACE.sub(" ", stripped.replace("\r\n", "\n").replace("\r", "\n"))
-    spaced = _BLANK_LINES.sub("\n\n", _SPACE_AROUND_NEWLINE.sub("\n", spaced)).strip()
+    if "\n" in spaced:
+        spaced = _BLANK_LINES.sub("\n\n", _SPACE_AROUND_NEWLINE.sub("\n", spaced))
+    spaced = spaced.strip()
     if spaced != stripped:
         counters["changed_whitespace"] += 1
     return spaced
 
 
 @functools.cache
-def _script_letter(script: str) -> regex.Pattern:
-    return regex.compile(rf"[\p{{Script={script}}}&&[\p{{L}}\p{{M}}]]+", flags=regex.V1)
+def _script_table(script: str) -> dict[int, None]:
+    """A ``str.translate`` table deleting the script's letters and marks (Basic Multilingual Plane)."""
+    pattern = regex.compile(rf"[\p{{Script={script}}}&&[\p{{L}}\p{{M}}]]", flags=regex.V1)
+    return {cp: None for cp in range(0x10000) if pattern.match(chr(cp))}
 
 
 def script_share(text: str, script: str) -> float:
     """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters)."""
-    letters = sum(map(len, _LETTERS.findall(text)))
+    letters = "".join(_LETTERS.findall(text))
     if not letters:
         return 1.0
-    return sum(map(len, _script_letter(script).findall(text))) / letters
+    return (len(letters) - len(letters.translate(_script_table(script)))) / len(letters)
 
 
 def dup_line_share(text: str) -> float:
@@ -133,14 +137,18 @@ def ngram_hashes(word_list: list[str], n: int) -> np.ndarray:
 def dup_ngram_share(text: str, n: int) -> float:
     """Share of words covered by a word n-gram that occurs more than once in the document."""
     w = words(text)
-    if len(w) < 2 * n:
+    return _covered_share(ngram_hashes(w, n), len(w), n)
+
+
+def _covered_share(grams: np.ndarray, n_words: int, n: int) -> float:
+    if n_words < 2 * n or len(set(grams.tolist())) == len(grams):
         return 0.0
-    _, inverse, counts = np.unique(ngram_hashes(w, n), return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(grams, return_inverse=True, return_counts=True)
     starts = np.flatnonzero(counts[inverse] > 1)
-    edges = np.zeros(len(w) + 1, dtype=np.int64)
+    edges = np.zeros(n_words + 1, dtype=np.int64)
     np.add.at(edges, starts, 1)
     np.add.at(edges, starts + n, -1)
-    return float(np.count_nonzero(np.cumsum(edges[:-1]))) / len(w)
+    return float(np.count_nonzero(np.cumsum(edges[:-1]))) / n_words
 
 
 def bad_char_share(text: str) -> float:
@@ -150,8 +158,12 @@ def bad_char_share(text: str) -> float:
     return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
 
 
-def quality_issue(text: str, language: str, config: CleanConfig) -> str | None:
-    """The name of the first quality filter ``text`` fails, or None when it passes them all."""
+def quality_issue(text: str, language: str, config: CleanConfig, word_list: list[str] | None = None,
+                  grams: np.ndarray | None = None) -> str | None:
+    """The name of the first quality filter ``text`` fails, or None when it passes them all.
+
+    ``word_list`` and ``grams`` (its ``config.ngram`` hashes) may be passed in when already computed.
+    """
     if len(text) < config.min_chars:
         return "too_short"
     if bad_char_share(text) > config.max_bad_char_share:
@@ -161,17 +173,36 @@ def quality_issue(text: str, language: str, config: CleanConfig) -> str | None:
         return "script_purity"
     if dup_line_share(text) > config.max_dup_line_share:
         return "repeated_lines"
-    if dup_ngram_share(text, config.ngram) > config.max_dup_ngram_share:
+    word_list = words(text) if word_list is None else word_list
+    grams = ngram_hashes(word_list, config.ngram) if grams is None else grams
+    if _covered_share(grams, len(word_list), config.ngram) > config.max_dup_ngram_share:
         return "repeated_ngrams"
     return None
 
 
-def clean_document(text: str, language: str, config: CleanConfig, counters: Counter) -> str | None:
+@dataclass
+class CleanDocument:
+    """A document that passed: its cleaned text, words and word n-gram hashes (reused by dedup)."""
+
+    text: str
+    words: list[str]
+    grams: np.ndarray
+
+
+def clean_and_filter(text: str, language: str, config: CleanConfig, counters: Counter) -> CleanDocument | None:
     """Canonicalise ``text`` and apply the quality filters; None when dropped (counted as ``drop_<filter>``)."""
     counters["documents_in"] += 1
     cleaned = canonicalize(text, counters)
-    issue = quality_issue(cleaned, language, config)
+    word_list = words(cleaned)
+    grams = ngram_hashes(word_list, config.ngram)
+    issue = quality_issue(cleaned, language, config, word_list, grams)
     if issue is not None:
         counters[f"drop_{issue}"] += 1
         return None
-    return cleaned
+    return CleanDocument(cleaned, word_list, grams)
+
+
+def clean_document(text: str, language: str, config: CleanConfig, counters: Counter) -> str | None:
+    """The cleaned text of a document that passes the filters, else None (see :func:`clean_and_filter`)."""
+    doc = clean_and_filter(text, language, config, counters)
+    return None if doc is None else doc.text

@@ -38,7 +38,10 @@ def exact_key(word_list: list[str]) -> bytes:
 
 def shingle_hashes(word_list: list[str], ngram: int) -> np.ndarray:
     """32-bit hashes of the document's word n-grams (the whole word sequence when shorter than n)."""
-    h = ngram_hashes(word_list, ngram)
+    return _fold32(ngram_hashes(word_list, ngram))
+
+
+def _fold32(h: np.ndarray) -> np.ndarray:
     return (h ^ (h >> np.uint64(32))) & _MASK32
 
 
@@ -52,11 +55,14 @@ def _permutations(num_perm: int) -> np.ndarray:
     return MinHash(num_perm=num_perm).permutations
 
 
-def signature(word_list: list[str], config: DedupConfig) -> np.ndarray:
-    """The document's MinHash signature (``num_perm`` uint32 values) over its word n-grams."""
+def signature(word_list: list[str], config: DedupConfig, grams: np.ndarray | None = None) -> np.ndarray:
+    """The document's MinHash signature (``num_perm`` uint32 values) over its word n-grams.
+
+    ``grams``: the 64-bit ``config.ngram`` hashes of ``word_list`` when already computed.
+    """
     m = MinHash(num_perm=config.num_perm, hashfunc=_identity, permutations=_permutations(config.num_perm),
                 scheme="affine32")
-    m.update_batch(shingle_hashes(word_list, config.ngram).tolist())
+    m.update_batch((shingle_hashes(word_list, config.ngram) if grams is None else _fold32(grams)).tolist())
     return np.asarray(m.hashvalues, dtype=np.uint32)
 
 

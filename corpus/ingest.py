@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus.clean import CleanConfig, clean_document, words
+from corpus.clean import CleanConfig, clean_and_filter
 from corpus.dedup import DedupConfig, Deduplicator, exact_key, signature
 from corpus.shards import atomic_write_bytes
 from fertility.adapters import load_tokenizer
@@ -101,22 +101,22 @@ def _process_unit(language: str, texts: list[str]) -> dict:
     """Clean and filter one unit's documents, then hash and tokenize the survivors."""
     config: IngestConfig = _WORKER["config"]
     counters: Counter = Counter()
-    kept = []
-    for text in texts:
-        cleaned = clean_document(text, language, config.clean, counters)
-        if cleaned is not None:
-            kept.append(cleaned)
-    ids = _WORKER["tokenizer"].encode_ids(kept) if kept else []
-    word_lists = [words(t) for t in kept]
-    compare = np.array([[len(x) for x in tok.encode_ids(kept)] for tok in _WORKER["compare"]],
+    kept = [d for d in (clean_and_filter(t, language, config.clean, counters) for t in texts) if d is not None]
+    shared_grams = config.dedup.ngram == config.clean.ngram
+    kept_texts = [d.text for d in kept]
+    ids = _WORKER["tokenizer"].encode_ids(kept_texts) if kept else []
+    lengths = np.array([len(x) for x in ids], dtype=np.int64)
+    compare = np.array([[len(x) for x in tok.encode_ids(kept_texts)] for tok in _WORKER["compare"]],
                        dtype=np.int64).T.reshape(len(kept), len(_WORKER["compare"]))
     return {
         "counters": counters,
-        "ids": ids,
-        "chars": np.array([len(t) for t in kept], dtype=np.int64),
-        "bytes": np.array([len(t.encode()) for t in kept], dtype=np.int64),
-        "keys": np.array([np.frombuffer(exact_key(w), dtype=np.uint8) for w in word_lists], dtype=np.uint8).reshape(-1, 16),
-        "sigs": np.array([signature(w, config.dedup) for w in word_lists], dtype=np.uint32).reshape(-1, config.dedup.num_perm),
+        "tokens": np.concatenate([np.array(x, dtype=np.uint32) for x in ids]) if ids else np.zeros(0, np.uint32),
+        "lengths": lengths,
+        "chars": np.array([len(t) for t in kept_texts], dtype=np.int64),
+        "bytes": np.array([len(t.encode()) for t in kept_texts], dtype=np.int64),
+        "keys": np.array([np.frombuffer(exact_key(d.words), dtype=np.uint8) for d in kept], dtype=np.uint8).reshape(-1, 16),
+        "sigs": np.array([signature(d.words, config.dedup, d.grams if shared_grams else None) for d in kept],
+                         dtype=np.uint32).reshape(-1, config.dedup.num_perm),
         "compare": compare,
     }
 
@@ -149,10 +149,10 @@ def _commit(work_dir: Path, unit: Unit, result: dict, dedup: Deduplicator) -> Co
             keep.append(i)
         else:
             counters[f"drop_{verdict}"] += 1
-    ids = [result["ids"][i] for i in keep]
-    lengths = np.array([len(x) for x in ids], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    tokens = np.fromiter((t for doc in ids for t in doc), dtype=np.uint32, count=int(offsets[-1]))
+    mask = np.zeros(len(result["lengths"]), dtype=bool)
+    mask[keep] = True
+    tokens = result["tokens"][np.repeat(mask, result["lengths"])]
+    offsets = np.concatenate([[0], np.cumsum(result["lengths"][mask])]).astype(np.int64)
     counters["documents_kept"] += len(keep)
     unit.documents = len(keep)
     units_dir = work_dir / "units"
