@@ -30,10 +30,12 @@ def test_committed_notebook_has_no_outputs_and_a_parameter_cell(path: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes_and_plots(path: Path):
+def test_notebook_executes_and_plots(path: Path, tmp_path: Path, monkeypatch):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    # The notebooks write their shards, runs and tokenizers under tempfile's folder: the kernel inherits this one.
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     # Run where `jupyter lab notebooks/` would: the notebooks find the repository root themselves.
     NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
