@@ -8,11 +8,12 @@
 
 from fertility.adapters import Tokenizer, TokenizerLoadError, load_tokenizer
 from fertility.analysis import Report, TokenizerReport, analyze
+from fertility.errors import InputError
 from fertility.metrics import Metrics
 from fertility.report import write_report
 from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
 
 __all__ = [
-    "Document", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
+    "Document", "InputError", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
     "TokenizerReport", "analyze", "iter_documents", "load_tokenizer", "parse_text_arg", "write_report",
 ]

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import regex
 
+from fertility.errors import InputError
+
 SHIPPED_TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "data" / "tokenizers"
 TOKENIZER_DIR_ENV = "FERTILITY_TOKENIZER_DIR"
 
@@ -134,7 +136,7 @@ _TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/=]+ \d+\s*$")
 _WHITESPACE_PIECES = regex.compile(r"\S+")
 
 
-class TokenizerLoadError(ValueError):
+class TokenizerLoadError(InputError):
     """A tokenizer that cannot be found or read; the message names the name or file and what was expected."""
 
 

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.balance import Balance, balance
+from fertility.errors import InputError
 from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
 from fertility.parallel import ParallelMetrics, premium, read_parallel
 from fertility.scripts import SCRIPT_NAMES
@@ -104,7 +105,7 @@ def analyze(
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
     if len(set(names)) != len(names):
-        raise ValueError(f"two tokenizers share a name: {names}; give each tokenizer once")
+        raise InputError(f"two tokenizers share a name: {names}; give each tokenizer once")
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]
     seconds = [0.0] * len(toks)

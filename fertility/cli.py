@@ -12,6 +12,7 @@ import sys
 
 from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 from fertility.analysis import analyze
+from fertility.errors import InputError
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
 
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
         report = analyze(args.tokenizer, texts, parallel=parallel or None, reference=args.reference,
                          max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir, progress=not args.no_progress)
-    except ValueError as e:  # TextError, TokenizerLoadError, ParallelError and bad argument combinations
+    except InputError as e:  # TextError, TokenizerLoadError, ParallelError, bad arguments; not bugs
         print(f"fertility: error: {e}", file=sys.stderr)
         return 2
     print(terminal_table(report))

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fertility.errors import InputError
+
 HF_PREFIX = "hf:"
 _TEXT_SUFFIXES = (".txt", ".txt.gz")
 _JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -26,7 +28,7 @@ _PARQUET_SUFFIXES = (".parquet",)
 _BATCH_ROWS = 1024
 
 
-class TextError(ValueError):
+class TextError(InputError):
     """Unreadable text input; the message names the file (and line where it applies) and what was expected."""
 
 

@@ -114,3 +114,30 @@ def test_python_dash_m(tmp_path, sample_dir):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown tokenizer name 'nope'" in proc.stderr
     assert not out.exists()
+
+
+def test_input_error_classes_share_one_base():
+    from fertility import InputError, TextError, TokenizerLoadError
+    from fertility.parallel import ParallelError
+
+    for cls in (TextError, TokenizerLoadError, ParallelError):
+        assert issubclass(cls, InputError) and issubclass(cls, ValueError)
+
+
+def test_same_tokenizer_twice_is_an_input_error(tmp_path, texts, capsys):
+    out = tmp_path / "rep"
+    code, _, err = run(["--tokenizer", "gpt2", "--tokenizer", "gpt2", *texts, "--max-chars", "2000",
+                        "--out", str(out)], capsys)
+    assert code == 2 and "two tokenizers share a name" in err and not out.exists()
+
+
+def test_a_bug_keeps_its_traceback(tmp_path, texts, capsys, monkeypatch):
+    import fertility.cli
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug inside the analysis")
+
+    monkeypatch.setattr(fertility.cli, "analyze", broken)
+    with pytest.raises(ValueError, match="a bug inside the analysis"):
+        run(["--tokenizer", "gpt2", *texts, "--out", str(tmp_path / "rep")], capsys)
+    assert not (tmp_path / "rep").exists()
