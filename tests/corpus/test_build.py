@@ -203,3 +203,20 @@ def test_plan_command_writes_no_shards(sample_dir, tmp_path, capsys):
     assert "WARNING: en:" in text and "epochs" in text
     assert not list(out.glob("*.bin")) and not (out / "manifest.json").exists()
     assert np.all([p.suffix in (".npy", ".npz") for p in (out / ".work" / "units").iterdir()])
+
+
+def test_inspect_reports_damage(built, tmp_path, capsys):
+    out, _, manifest = built
+    copy = tmp_path / "damaged"
+    shutil.copytree(out, copy)
+    assert main(["inspect", str(copy), "--recount", "--check-text", "5", "--no-progress"]) == 0
+    assert "OK: 5 sampled training documents" in capsys.readouterr().out
+    shard = copy / manifest.split("train")[0].file
+    data = bytearray(shard.read_bytes())
+    data[-2:] = (1234).to_bytes(2, "little")  # same size, different last token
+    shard.write_bytes(bytes(data))
+    assert main(["inspect", str(copy), "--no-progress"]) == 1
+    assert "content hash differs" in capsys.readouterr().out
+    shard.write_bytes(bytes(data[:-2]))
+    assert main(["inspect", str(copy), "--no-progress"]) == 1
+    assert "FAIL" in capsys.readouterr().out
