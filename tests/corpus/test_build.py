@@ -220,3 +220,18 @@ def test_inspect_reports_damage(built, tmp_path, capsys):
     shard.write_bytes(bytes(data[:-2]))
     assert main(["inspect", str(copy), "--no-progress"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_jsonl_field_source(sample_dir, tmp_path, gpt2):
+    with gzip.open(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz", "rt", encoding="utf-8") as f:
+        poems = [next(f).rstrip("\n") for _ in range(12)]
+    path = tmp_path / "poems.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "body": p}, ensure_ascii=False) + "\n" for i, p in enumerate(poems)),
+                    encoding="utf-8")
+    config = BuildConfig(sources=[f"bn={path}:body"], tokens=5_000, mix={"bn": 1.0}, val_tokens=1_000,
+                         ingest=IngestConfig(tokenizer="gpt2"))
+    manifest, _ = build(config, tmp_path / "out", progress=False)
+    assert manifest.sources[0]["field"] == "body"
+    texts = {gpt2.decode(doc.tolist()) for s in manifest.shards
+             for doc in documents(read_shard(tmp_path / "out" / s.file), gpt2.bos_id)}
+    assert texts and texts <= {clean_document(p, "bn", CleanConfig(), Counter()) for p in poems}
