@@ -17,6 +17,7 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -134,6 +135,15 @@ _EOS_NAMES = ("<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EO
 _BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/=]+ \d+\s*$")
 _WHITESPACE_PIECES = regex.compile(r"\S+")
+
+
+WORKERS = max(2, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2))
+
+
+@functools.cache
+def worker_pool() -> ThreadPoolExecutor:
+    """Threads for work that releases the GIL (tiktoken's BPE, ``regex`` with ``concurrent=True``), made once."""
+    return ThreadPoolExecutor(WORKERS, thread_name_prefix="fertility")
 
 
 class TokenizerLoadError(InputError):
@@ -349,7 +359,13 @@ class TiktokenTokenizer(Tokenizer):
         return self._enc.encode_ordinary_batch(list(texts))
 
     def encode_spans(self, texts: Sequence[str]) -> Spans:
-        ids, counts = _flatten(self.encode_ids(texts))
+        # The same per-text encoding as encode_ordinary_batch, in one task per worker rather than one per text:
+        # tiktoken's batch call spends more CPU on its per-text thread-pool tasks than on short texts' BPE.
+        texts = list(texts)
+        step = max(1, -(-len(texts) // WORKERS))
+        slices = worker_pool().map(lambda a: [self._enc.encode_ordinary(t) for t in texts[a:a + step]],
+                                   range(0, len(texts), step))
+        ids, counts = _flatten([ids for part in slices for ids in part])
         # Byte-level BPE is lossless: each token's bytes, laid end to end, are exactly the text's bytes.
         starts, ends = _tile(self._byte_len[ids], counts)
         unk, byte = self._flags(ids)
@@ -385,7 +401,7 @@ def _regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
     Byte-level BPE patterns match every character, so the matches' lengths are all that is needed, and
     ``findall`` is the cheapest way to get them.
     """
-    pieces = [pattern.findall(t) for t in texts]
+    pieces = [pattern.findall(t, concurrent=True) for t in texts]  # lets encoding run alongside (count_tokens)
     counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
     lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
     per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
@@ -469,7 +485,7 @@ class HFTokenizer(Tokenizer):
 
     def encode_spans(self, texts: Sequence[str]) -> Spans:
         texts = list(texts)
-        if self._byte_level:
+        if self._byte_level and self._keeps_byte_lengths(texts):
             ids, counts = _flatten(self.encode_ids(texts))
             lengths = self._byte_len[ids]
             per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
@@ -485,6 +501,16 @@ class HFTokenizer(Tokenizer):
         starts, ends = _char_to_byte_spans(texts, offsets, counts)
         unk, byte = self._flags(ids)
         return Spans(ids, starts, ends, counts, unk, byte)
+
+    def _keeps_byte_lengths(self, texts: list[str]) -> bool:
+        """False when the normaliser changes some text's UTF-8 length, so its tokens cannot tile the input.
+
+        Deciding this before encoding spares encoding the batch twice (fast, then with offsets) when it does.
+        """
+        norm = self._tok.normalizer
+        if norm is None:
+            return True
+        return all(len(norm.normalize_str(t).encode()) == len(t.encode()) for t in texts)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fertility.adapters import Tokenizer
+from fertility.adapters import Tokenizer, worker_pool
 from fertility.scripts import SCRIPT_NAMES, ScriptedBatch, is_mark, is_space, scripted_batch
 
 N_SCRIPTS = len(SCRIPT_NAMES)
@@ -243,9 +243,12 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     counts = Counts(tok.vocab_size, documents=len(batch.texts))
     for name, arr in batch.static.items():
         counts.arrays[name] = arr.copy()
+    # The pre-tokenizer's pieces are found on another thread while this one encodes (both release the GIL).
+    pieces = worker_pool().submit(tok.pretokenize_batch, batch.texts)
     spans = tok.encode_spans(batch.texts)
     counts.token_total = int(spans.counts.sum())
     if counts.token_total == 0 or n_bytes == 0:
+        pieces.result()
         return counts
     doc = np.repeat(np.arange(len(batch.texts)), spans.counts)
     gs = sb.doc_byte_start[doc] + spans.starts
@@ -289,7 +292,7 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
         counts.arrays["word_tokens"] = np.bincount(batch.word_script, weights=n_overlap, minlength=N_SCRIPTS)
         counts.arrays["continued_words"] = np.bincount(batch.word_script[n_overlap > 1],
                                                        minlength=N_SCRIPTS).astype(np.float64)
-    _count_pretokens(tok, batch, counts)
+    _count_pretokens(batch, counts, *pieces.result())
     return counts
 
 
@@ -310,10 +313,9 @@ def _attribute(gs, ge, at, weights, unit_script, runs) -> np.ndarray:
     return out
 
 
-def _count_pretokens(tok: Tokenizer, batch: Batch, counts: Counts) -> None:
+def _count_pretokens(batch: Batch, counts: Counts, starts: np.ndarray, ends: np.ndarray, per_doc: np.ndarray) -> None:
     sb = batch.scripted
     n_chars = sb.cps.size
-    starts, ends, per_doc = tok.pretokenize_batch(batch.texts)
     if not per_doc.sum():
         return
     offset = np.repeat(sb.doc_char_start[:-1], per_doc)
