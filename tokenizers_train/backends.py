@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tqdm.auto import tqdm
 
 from corpus.normalize import normalize
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
@@ -132,12 +133,13 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
     if len(vocab) > _PUA_SIZE:
         raise TrainingError(f"phrase merges need a stage-1 vocabulary under {_PUA_SIZE} tokens")
-    phrases = _count_phrases(lines())
+    phrases = _count_phrases(lines(), config.show_progress)
     staged = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
     keys = list(phrases)
     symbols: dict[str, int] = {}
     encoded = []
-    for key, enc in zip(keys, staged.encode_batch(keys, add_special_tokens=False), strict=True):
+    encodings = staged.encode_batch(keys, add_special_tokens=False)
+    for key, enc in zip(keys, encodings, strict=True):
         if len(enc.ids) > 1:
             seq = "".join(chr(_PUA_BASE + i) for i in enc.ids)
             encoded.append((seq, phrases[key]))
@@ -162,10 +164,11 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     return final
 
 
-def _count_phrases(lines: Iterable[str]) -> Counter:
+def _count_phrases(lines: Iterable[str], progress: bool) -> Counter:
     split = hf_split(PHRASE_PATTERN)
     counts: Counter = Counter()
-    for line in lines:
+    for line in tqdm(lines, desc="phrase merges: counting multi-word pieces", unit=" lines", disable=not progress,
+                     mininterval=1.0):
         counts.update(p for p, _ in split.pre_tokenize_str(line) if " " in p[1:])
     return counts
 

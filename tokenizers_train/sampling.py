@@ -79,12 +79,14 @@ def prepare_text(
     langs: dict[str, LanguageText] = {}
     infos: list[SourceInfo] = []
     files = {}
+    kept: dict[str, int] = {}  # validation characters kept per language
     try:
         for source in sources:
             if source.lang not in langs:
                 path = work_dir / f"{source.lang}.txt"
                 files[source.lang] = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
                 langs[source.lang] = LanguageText(source.lang, path, 0, [])
+                kept[source.lang] = 0
             lt, out = langs[source.lang], files[source.lang]
             info = SourceInfo(source.lang, source.spec)
             docs = iter_documents(source, max_chars=max_chars_per_source)
@@ -95,8 +97,9 @@ def prepare_text(
                 text = normalize(doc.text)
                 if (i // HOLDOUT_BLOCK) % period == 0:
                     info.validation_chars += len(text)
-                    if sum(map(len, lt.validation)) < max_validation_chars:
+                    if kept[source.lang] < max_validation_chars:
                         lt.validation.append(text)
+                        kept[source.lang] += len(text)
                     continue
                 for line in text.splitlines():
                     if line.strip():

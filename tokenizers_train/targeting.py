@@ -74,6 +74,8 @@ def check_goal(goal: Goal, langs: Sequence[str]) -> None:
     unknown = named - set(langs)
     if unknown:
         raise ValueError(f"targets name {sorted(unknown)}, but --text gives only {sorted(langs)}")
+    if goal.max_rounds < 1:
+        raise ValueError(f"the round limit must be at least 1, got {goal.max_rounds}")
     if goal.tolerance < 1:
         raise ValueError(f"parity tolerance must be >= 1, got {goal.tolerance}")
 

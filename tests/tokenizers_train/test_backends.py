@@ -85,3 +85,25 @@ def test_naive_baseline_falls_into_the_trap(sample_lines, tmp_path):
 def test_bad_configs_are_refused(config, message):
     with pytest.raises(backends.TrainingError, match=message):
         backends.check_config(config, alphabet_size=120)
+
+
+SHARED_LINES_PER_FILE = 3000
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_every_backend_round_trips_the_shared_bangla_and_english(trained, shared_dir):
+    """The first SHARED_LINES_PER_FILE lines of every shared bn/en file (docs/tokenizers_train.md: the full files
+    were checked once with the 64k tokenizers)."""
+    lines = []
+    for path in sorted((shared_dir / "data").glob("[be][nn]/*.txt.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            lines += [line.rstrip("\n") for _, line in zip(range(SHARED_LINES_PER_FILE), f, strict=False)]
+    assert len(lines) >= 4 * 2000
+    for backend in ("hf-bpe", "hf-unigram"):
+        tok = Tokenizer.from_file(str(trained[backend]))
+        decoded = tok.decode_batch([e.ids for e in tok.encode_batch(lines)], skip_special_tokens=False)
+        assert [x for x, y in zip(lines, decoded, strict=True) if y != normalize(x)] == []
+    for backend in ("spm-unigram", "spm-bpe"):
+        sp = spm.SentencePieceProcessor(model_file=str(trained[backend]))
+        assert _roundtrip_failures(lambda x, sp=sp: backends.spm_encode(sp, x), sp.decode, lines) == []

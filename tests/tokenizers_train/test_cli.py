@@ -35,6 +35,11 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
     # an existing OUT is never replaced without --overwrite
     assert main(_args(small_texts, out, "--vocab-size", "1024")) == 2
     assert (out / "naive").is_dir()
+    # with --overwrite the new run replaces it whole, once it has succeeded
+    assert main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--overwrite")) == 0
+    assert not (out / "naive").exists()
+    assert json.loads((out / "training_report.json").read_text())["tokenizer"]["vocab_size"] == 512
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
 
 
 def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_path, capsys):
@@ -55,6 +60,7 @@ def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_p
     ("ok", ["--vocab-size", "1000"], "multiple of 64"),
     ("ok", ["--vocab-size", "256"], "smaller than the alphabet"),
     ("ok", ["--target", "xx=4"], "targets name"),
+    ("ok", ["--parity", "en", "--max-rounds", "0"], "round limit"),
 ])
 def test_bad_input_is_a_clear_error_and_leaves_nothing(small_texts, tmp_path, capsys, case, extra, message):
     bad = tmp_path / f"{case}.txt"
