@@ -52,7 +52,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tokenizer", default="gpt2")
     p.add_argument("--max-chars", type=int, default=1_000_000, help="per source")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="as corpus build")
     p.add_argument("--unit-docs", type=int, default=500, help="documents per work unit and per raw batch")
     a = p.parse_args()
     n_bytes, raw_s = raw_tokenization(a.tokenizer, a.max_chars, a.unit_docs)

@@ -64,7 +64,8 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--near-dup-threshold", type=float, default=d_dedup.threshold)
     p.add_argument("--out", required=out_required, help="the shard directory" if out_required else
                    "keep the ingest in OUT/.work so that a later build into OUT reuses it")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1),
+                   help="worker processes (default: cores - 1; 1 = this process, tokenizing on a thread)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 from collections import Counter, deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -97,28 +98,37 @@ def _init_worker(config: IngestConfig) -> None:
     _WORKER["compare"] = [load_tokenizer(spec, config.tokenizer_dir) for spec in config.compare_tokenizers]
 
 
-def _process_unit(language: str, texts: list[str]) -> dict:
-    """Clean and filter one unit's documents, then hash and tokenize the survivors."""
+def _clean_unit(language: str, texts: list[str]) -> dict:
+    """Clean, filter and hash one unit's documents (Python work)."""
     config: IngestConfig = _WORKER["config"]
     counters: Counter = Counter()
     kept = [d for d in (clean_and_filter(t, language, config.clean, counters) for t in texts) if d is not None]
     shared_grams = config.dedup.ngram == config.clean.ngram
-    kept_texts = [d.text for d in kept]
-    ids = _WORKER["tokenizer"].encode_ids(kept_texts) if kept else []
-    lengths = np.array([len(x) for x in ids], dtype=np.int64)
-    compare = np.array([[len(x) for x in tok.encode_ids(kept_texts)] for tok in _WORKER["compare"]],
-                       dtype=np.int64).T.reshape(len(kept), len(_WORKER["compare"]))
     return {
         "counters": counters,
-        "tokens": np.concatenate([np.array(x, dtype=np.uint32) for x in ids]) if ids else np.zeros(0, np.uint32),
-        "lengths": lengths,
-        "chars": np.array([len(t) for t in kept_texts], dtype=np.int64),
-        "bytes": np.array([len(t.encode()) for t in kept_texts], dtype=np.int64),
+        "texts": [d.text for d in kept],
+        "chars": np.array([len(d.text) for d in kept], dtype=np.int64),
+        "bytes": np.array([len(d.text.encode()) for d in kept], dtype=np.int64),
         "keys": np.array([np.frombuffer(exact_key(d.words), dtype=np.uint8) for d in kept], dtype=np.uint8).reshape(-1, 16),
         "sigs": np.array([signature(d.words, config.dedup, d.grams if shared_grams else None) for d in kept],
                          dtype=np.uint32).reshape(-1, config.dedup.num_perm),
-        "compare": compare,
     }
+
+
+def _tokenize_unit(unit: dict) -> dict:
+    """Tokenize a cleaned unit (the tokenizers run natively, outside the GIL) and drop its texts."""
+    texts = unit.pop("texts")
+    ids = _WORKER["tokenizer"].encode_ids(texts) if texts else []
+    unit["lengths"] = np.array([len(x) for x in ids], dtype=np.int64)
+    unit["tokens"] = np.concatenate([np.array(x, dtype=np.uint32) for x in ids]) if ids else np.zeros(0, np.uint32)
+    unit["compare"] = np.array([[len(x) for x in tok.encode_ids(texts)] for tok in _WORKER["compare"]],
+                               dtype=np.int64).T.reshape(len(texts), len(_WORKER["compare"]))
+    return unit
+
+
+def _process_unit(language: str, texts: list[str]) -> dict:
+    """Everything a worker process does to one unit."""
+    return _tokenize_unit(_clean_unit(language, texts))
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -202,11 +212,13 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
     if all(s.done for s in states):
         return states
     dedup = Deduplicator(config.dedup)
-    pool = None
+    pool = thread = None
     if workers > 1:
         pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(config,))
     else:
+        # One process: tokenize unit k on a thread while this one cleans unit k+1 and commits unit k-1.
         _init_worker(config)
+        thread = ThreadPoolExecutor(max_workers=1)
     bar = tqdm(desc="ingest", unit="doc", disable=not progress, dynamic_ncols=True)
     try:
         for index, (source, state) in enumerate(zip(sources, states, strict=True)):
@@ -226,7 +238,7 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
 
             def commit_next(pending=pending, state=state, index=index) -> None:
                 unit_index, n_texts, result = pending.popleft()
-                result = result.get() if pool is not None else result
+                result = result.get() if pool is not None else result.result()
                 unit = Unit(index, unit_index, 0)
                 counters = _commit(work_dir, unit, result, dedup)
                 state.units.append(unit)
@@ -243,8 +255,9 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
                     if len(pending) > 2 * workers:
                         commit_next()
                 else:
-                    pending.append((unit_index, len(texts), _process_unit(source.lang, texts)))
-                    commit_next()
+                    pending.append((unit_index, len(texts), thread.submit(_tokenize_unit, _clean_unit(source.lang, texts))))
+                    if len(pending) > 1:
+                        commit_next()
             while pending:
                 commit_next()
             state.counters = dict(Counter(state.counters) + Counter({"bad_utf8": reader_counters.get("bad_utf8", 0)}))
@@ -254,4 +267,6 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
         bar.close()
         if pool is not None:
             pool.terminate()
+        if thread is not None:
+            thread.shutdown(cancel_futures=True)
     return states
