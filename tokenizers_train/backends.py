@@ -136,15 +136,14 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     phrases = _count_phrases(lines(), config.show_progress)
     staged = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
     keys = list(phrases)
-    symbols: dict[str, int] = {}
+    symbols: set[str] = set()
     encoded = []
     encodings = staged.encode_batch(keys, add_special_tokens=False)
     for key, enc in zip(keys, encodings, strict=True):
         if len(enc.ids) > 1:
             seq = "".join(chr(_PUA_BASE + i) for i in enc.ids)
             encoded.append((seq, phrases[key]))
-            for ch in seq:
-                symbols[ch] = 1
+            symbols.update(seq)
     stage2 = Tokenizer(models.BPE())
     trainer = trainers.BpeTrainer(vocab_size=len(symbols) + n_phrase, min_frequency=config.min_frequency,
                                   show_progress=config.show_progress)

@@ -10,7 +10,7 @@ import pytest
 from fertility.text import TextSource
 from tokenizers_train import backends, sampling
 
-SLICE_CHARS = 120_000
+SLICE_CHARS = 80_000
 
 
 def _head(path: Path, chars: int) -> list[str]:
@@ -26,7 +26,7 @@ def _head(path: Path, chars: int) -> list[str]:
 
 @pytest.fixture(scope="session")
 def small_texts(sample_dir: Path, tmp_path_factory) -> dict[str, Path]:
-    """The head (~120k characters) of one Bangla and one English sample file, as plain text files."""
+    """The head (~80k characters) of one Bangla and one English sample file, as plain text files."""
     root = tmp_path_factory.mktemp("texts")
     paths = {}
     for lang, rel in (("bn", "bn/poems-pd-banglakosh.txt.gz"), ("en", "en/wiki-en-chinapedia.txt.gz")):
