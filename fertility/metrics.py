@@ -287,13 +287,18 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
 
     # Word statistics: tokens overlapping each word [ws, we): those with start < we and end > ws.
     if batch.word_start.size:
-        n_overlap = np.searchsorted(np.sort(gs), batch.word_end, "left") - np.searchsorted(
-            np.sort(ge), batch.word_start, "right")
+        n_overlap = np.searchsorted(_sorted(gs), batch.word_end, "left") - np.searchsorted(
+            _sorted(ge), batch.word_start, "right")
         counts.arrays["word_tokens"] = np.bincount(batch.word_script, weights=n_overlap, minlength=N_SCRIPTS)
         counts.arrays["continued_words"] = np.bincount(batch.word_script[n_overlap > 1],
                                                        minlength=N_SCRIPTS).astype(np.float64)
     _count_pretokens(batch, counts, *pieces.result())
     return counts
+
+
+def _sorted(a: np.ndarray) -> np.ndarray:
+    """``a`` sorted; spans that tile their texts (byte-level BPE) already are, and checking is cheaper."""
+    return a if a.size < 2 or bool((a[1:] >= a[:-1]).all()) else np.sort(a)
 
 
 def _attribute(gs, ge, at, weights, unit_script, runs) -> np.ndarray:

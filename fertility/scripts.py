@@ -178,20 +178,21 @@ def cluster_starts(texts: Sequence[str], cps: np.ndarray, doc_char_start: np.nda
     _classify(cps)
     gcb = _gcb_table[cps]
     incb = _incb_table[cps]
-    positions = np.arange(n)
     prev_gcb = np.concatenate([[CONTROL], gcb[:-1]]) if n else gcb
     join = ((gcb == EXTEND) | (gcb == ZWJ) | (gcb == SPACING_MARK)) & (prev_gcb != CONTROL)
     # GB9c as `regex` implements it: [Extend|Linker]* Linker [Extend|Linker]* x Consonant, the run of
     # linkers/extends counted from the start of its document.
-    chain_end = (incb != INCB_LINKER) & (incb != INCB_EXTEND)
-    last_end = np.maximum.accumulate(np.where(chain_end, positions, -1)) if n else positions
-    before = np.concatenate([[-1], last_end[:-1]]) if n else positions  # last chain end strictly before i
-    doc_start = np.repeat(doc_char_start[:-1], np.diff(doc_char_start))
-    lo = np.maximum(before, doc_start - 1)
-    linkers = np.cumsum(incb == INCB_LINKER)
-    prev_linkers = np.concatenate([[0], linkers[:-1]]) if n else linkers
-    conjunct = (incb == INCB_CONSONANT) & (prev_linkers - np.where(lo >= 0, linkers[lo.clip(0)], 0) > 0)
-    starts = ~(join | conjunct)
+    linker = incb == INCB_LINKER
+    if linker.any():  # no linker (virama), no conjunct: most non-Indic batches skip this
+        chain_end = ~linker & (incb != INCB_EXTEND)
+        last_end = np.maximum.accumulate(np.where(chain_end, np.arange(n), -1))
+        before = np.concatenate([[-1], last_end[:-1]])  # last chain end strictly before i
+        doc_start = np.repeat(doc_char_start[:-1], np.diff(doc_char_start))
+        lo = np.maximum(before, doc_start - 1)
+        linkers = np.cumsum(linker)
+        prev_linkers = np.concatenate([[0], linkers[:-1]])
+        join |= (incb == INCB_CONSONANT) & (prev_linkers - np.where(lo >= 0, linkers[lo.clip(0)], 0) > 0)
+    starts = ~join
     starts[doc_char_start[:-1][doc_char_start[:-1] < n]] = True
     complex_docs = np.flatnonzero(np.add.reduceat(gcb == COMPLEX, doc_char_start[:-1]) > 0) if n else []
     for d in complex_docs:
@@ -208,17 +209,18 @@ def _fill_from_neighbours(script: np.ndarray, doc: np.ndarray) -> np.ndarray:
     """Common/Inherited entries take the previous real script in their document, else the next one."""
     n = script.size
     real = (script != COMMON) & (script != INHERITED)
+    if real.all():
+        return script.copy()
     positions = np.arange(n)
-    prev = np.maximum.accumulate(np.where(real, positions, -1)) if n else positions
-    nxt = np.minimum.accumulate(np.where(real, positions, n)[::-1])[::-1] if n else positions
+    prev = np.maximum.accumulate(np.where(real, positions, -1))
+    nxt = np.minimum.accumulate(np.where(real, positions, n)[::-1])[::-1]
+    fill = np.flatnonzero(~real)
+    p, q = prev[fill].clip(0), nxt[fill].clip(max=n - 1)  # clipped only to index; the tests below reject them
+    d = doc[fill]
+    use_prev = (prev[fill] >= 0) & (doc[p] == d)
+    use_next = ~use_prev & (nxt[fill] < n) & (doc[q] == d)
     out = script.copy()
-    use_prev = ~real & (prev >= 0)
-    use_prev[use_prev] &= doc[prev[use_prev]] == doc[use_prev]
-    out[use_prev] = script[prev[use_prev]]
-    use_next = ~real & ~use_prev & (nxt < n)
-    use_next[use_next] &= doc[nxt[use_next]] == doc[use_next]
-    out[use_next] = script[nxt[use_next]]
-    out[~real & ~use_prev & ~use_next] = COMMON
+    out[fill] = np.where(use_prev, script[p], np.where(use_next, script[q], COMMON))
     return out
 
 
