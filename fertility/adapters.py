@@ -130,8 +130,8 @@ _QWEN_SPECIALS = [
     "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
     "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
 ]
-_BOS_NAMES = ("<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
-_EOS_NAMES = ("<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
+_BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
+_EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
 _BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/=]+ \d+\s*$")
 _WHITESPACE_PIECES = regex.compile(r"\S+")
