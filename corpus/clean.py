@@ -8,6 +8,7 @@ config always give the same result, which is what makes a build reproducible and
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -35,19 +36,24 @@ ISO15924_SCRIPTS = {
     "Geor": "Georgian", "Armn": "Armenian", "Mymr": "Myanmar",
 }
 
-# C0/C1 controls except tab and newline, plus the BOM; ZWJ/ZWNJ (also format characters) must survive.
-_CONTROL = regex.compile(r"[\p{Cc}\uFEFF--[\t\n]]", flags=regex.V1)
-_HSPACE = regex.compile(r"[^\S\n]+")
-_SPACE_AROUND_NEWLINE = regex.compile(r" ?\n ?")
-_BLANK_LINES = regex.compile(r"\n{3,}")
-_LETTERS = regex.compile(r"[\p{L}\p{M}]+")
+# Simple classes use the standard `re` engine (faster than `regex` on them); `\w` stays with `regex`, whose
+# word characters include the combining marks of Indic scripts.
+# C0/C1 controls (Cc) except tab and newline, plus the BOM; ZWJ/ZWNJ (also format characters) must survive.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff]")
+# Horizontal white space: `regex`'s \s (Unicode White_Space) without the newline. Only runs that the
+# canonical form changes are matched: two or more characters, or a single one that is not a plain space.
+HSPACE_CHARS = "\t\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_HSPACE = re.compile(f"[{HSPACE_CHARS}]{{2,}}|[{HSPACE_CHARS.replace(' ', '')}]")
+_SPACE_AROUND_NEWLINE = re.compile(r" ?\n ?")
+_BLANK_LINES = re.compile(r"\n{3,}")
+_LETTER = r"[\p{L}\p{M}]"
 _WORD = regex.compile(r"\w+")
 _WORD_WIDTH = 24
 _WORD_POWERS = np.uint64(0x100000001B3) ** np.arange(_WORD_WIDTH, dtype=np.uint64)
 _NGRAM_MULTIPLIER = np.uint64(0x9E3779B1)
 # U+FFFD, and UTF-8 read as cp1252/Latin-1: a lead byte shown as Â/Ã/à/â followed by a continuation byte
 # shown as a C1-range or cp1252 punctuation character (e.g. "à¦¬" for ব, "â€™" for ’, "Ã©" for é).
-_MOJIBAKE = regex.compile(
+_MOJIBAKE = re.compile(
     "\uFFFD|[\u00C2\u00C3\u00E0\u00E2][\u0080-\u00BF\u0152\u0153\u0160\u0161\u0178\u017D\u017E\u0192"
     "\u02C6\u02DC\u2013\u2014\u2018-\u201E\u2020-\u2022\u2026\u2030\u2039\u203A\u20AC\u2122]"
 )
@@ -90,19 +96,49 @@ def canonicalize(text: str, counters: Counter | None = None) -> str:
     return spaced
 
 
+def code_points(text: str) -> np.ndarray:
+    """The text's code points as a uint32 array (lone surrogates kept as their values)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
 @functools.cache
-def _script_table(script: str) -> dict[int, None]:
-    """A ``str.translate`` table deleting the script's letters and marks (Basic Multilingual Plane)."""
-    pattern = regex.compile(rf"[\p{{Script={script}}}&&[\p{{L}}\p{{M}}]]", flags=regex.V1)
-    return {cp: None for cp in range(0x10000) if pattern.match(chr(cp))}
+def _all_code_points() -> str:
+    # Every code point but the surrogates, as one string (what the tables below are matched against).
+    cps = np.concatenate((np.arange(0xD800), np.arange(0xE000, 0x110000))).astype(np.uint32)
+    return cps.tobytes().decode("utf-32-le")
 
 
-def script_share(text: str, script: str) -> float:
-    """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters)."""
-    letters = "".join(_LETTERS.findall(text))
+def _matching_code_points(pattern: str, limit: int) -> np.ndarray:
+    # One `regex` pass over every code point below ``limit``: the table then agrees with `regex` exactly.
+    cps = code_points("".join(regex.findall(pattern + "+", _all_code_points(), flags=regex.V1)))
+    return cps[cps < limit]
+
+
+@functools.cache
+def _letter_classes() -> np.ndarray:
+    classes = np.zeros(0x110000, dtype=np.uint8)
+    classes[_matching_code_points(_LETTER, 0x110000)] = 1
+    return classes
+
+
+@functools.cache
+def _script_classes(script: str) -> np.ndarray:
+    """Per code point: 0 not a letter or mark, 1 a letter or mark, 2 one of ``script`` (Basic Multilingual Plane)."""
+    classes = _letter_classes().copy()
+    classes[_matching_code_points(rf"[\p{{Script={script}}}&&{_LETTER}]", 0x10000)] = 2
+    return classes
+
+
+def script_share(text: str, script: str, cps: np.ndarray | None = None) -> float:
+    """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters).
+
+    ``cps``: the text's :func:`code_points` when already computed.
+    """
+    counts = np.bincount(_script_classes(script)[code_points(text) if cps is None else cps], minlength=3)
+    letters = int(counts[1] + counts[2])
     if not letters:
         return 1.0
-    return (len(letters) - len(letters.translate(_script_table(script)))) / len(letters)
+    return int(counts[2]) / letters
 
 
 def dup_line_share(text: str) -> float:
@@ -122,13 +158,44 @@ def words(text: str) -> list[str]:
 
 def ngram_hashes(word_list: list[str], n: int) -> np.ndarray:
     """64-bit hashes of the word n-grams (one n-gram of all words when there are fewer than n)."""
-    if not word_list:
-        return np.zeros(0, dtype=np.uint64)
-    # Words as fixed-width code point rows (longer words truncated), hashed as polynomials in one numpy pass.
-    codes = np.array(word_list, dtype=f"<U{_WORD_WIDTH}").view(np.uint32).reshape(len(word_list), _WORD_WIDTH)
-    h = (codes.astype(np.uint64) * _WORD_POWERS).sum(axis=1, dtype=np.uint64)
-    n = min(n, len(word_list))
-    grams = np.zeros(len(word_list) - n + 1, dtype=np.uint64)
+    return ngram_hashes_batch([word_list], n)[0]
+
+
+def ngram_hashes_batch(word_lists: list[list[str]], n: int) -> list[np.ndarray]:
+    """:func:`ngram_hashes` of many documents, computed in one numpy pass over all their words.
+
+    Words contain no spaces (they are runs of word characters).
+    """
+    counts = np.array([len(w) for w in word_lists], dtype=np.int64)
+    if not counts.sum():
+        return [np.zeros(0, dtype=np.uint64) for _ in word_lists]
+    h = _word_hashes(" ".join(word for w in word_lists for word in w))
+    full = _join_ngrams(h, n)  # n-grams of the concatenation; each document takes those inside it
+    starts = np.concatenate(([0], np.cumsum(counts[:-1]))).tolist()
+    out = []
+    for start, count in zip(starts, counts.tolist(), strict=True):
+        if count >= n:
+            out.append(full[start:start + count - n + 1])
+        else:
+            out.append(_join_ngrams(h[start:start + count], count) if count else np.zeros(0, dtype=np.uint64))
+    return out
+
+
+def _word_hashes(joined: str) -> np.ndarray:
+    # Each space-separated word's first _WORD_WIDTH code points as a polynomial, all words in one numpy pass.
+    cps = code_points(joined)
+    lengths = np.diff(np.concatenate(([-1], np.flatnonzero(cps == 32), [len(cps)]))) - 1
+    kept = np.minimum(lengths, _WORD_WIDTH)
+    seg_starts = np.concatenate(([0], np.cumsum(kept[:-1])))
+    word_starts = np.concatenate(([0], np.cumsum(lengths[:-1] + 1)))
+    position = np.arange(int(kept.sum())) - np.repeat(seg_starts, kept)
+    values = cps[np.repeat(word_starts, kept) + position].astype(np.uint64) * _WORD_POWERS[position]
+    return np.add.reduceat(values, seg_starts, dtype=np.uint64)
+
+
+def _join_ngrams(h: np.ndarray, n: int) -> np.ndarray:
+    n = min(n, len(h))
+    grams = np.zeros(len(h) - n + 1, dtype=np.uint64)
     for k in range(n):
         grams = grams * _NGRAM_MULTIPLIER + h[k:len(h) - n + 1 + k]
     return grams
@@ -191,15 +258,30 @@ class CleanDocument:
 
 def clean_and_filter(text: str, language: str, config: CleanConfig, counters: Counter) -> CleanDocument | None:
     """Canonicalise ``text`` and apply the quality filters; None when dropped (counted as ``drop_<filter>``)."""
-    counters["documents_in"] += 1
-    cleaned = canonicalize(text, counters)
-    word_list = words(cleaned)
-    grams = ngram_hashes(word_list, config.ngram)
-    issue = quality_issue(cleaned, language, config, word_list, grams)
-    if issue is not None:
-        counters[f"drop_{issue}"] += 1
-        return None
-    return CleanDocument(cleaned, word_list, grams)
+    return clean_and_filter_batch([text], language, config, counters)[0]
+
+
+def clean_and_filter_batch(texts: list[str], language: str, config: CleanConfig,
+                           counters: Counter) -> list[CleanDocument | None]:
+    """:func:`clean_and_filter` of many documents (their n-gram hashes are computed in one pass).
+
+    ``counters`` receives the same counts, in the same key order, as one call per document would give.
+    """
+    steps = [Counter() for _ in texts]
+    cleaned = [canonicalize(text, step) for text, step in zip(texts, steps, strict=True)]
+    word_lists = [words(text) for text in cleaned]
+    grams = ngram_hashes_batch(word_lists, config.ngram)
+    out: list[CleanDocument | None] = []
+    for text, step, word_list, doc_grams in zip(cleaned, steps, word_lists, grams, strict=True):
+        counters["documents_in"] += 1
+        counters.update(step)
+        issue = quality_issue(text, language, config, word_list, doc_grams)
+        if issue is not None:
+            counters[f"drop_{issue}"] += 1
+            out.append(None)
+        else:
+            out.append(CleanDocument(text, word_list, doc_grams))
+    return out
 
 
 def clean_document(text: str, language: str, config: CleanConfig, counters: Counter) -> str | None:

@@ -45,14 +45,45 @@ def _fold32(h: np.ndarray) -> np.ndarray:
     return (h ^ (h >> np.uint64(32))) & _MASK32
 
 
-def _identity(value: int) -> int:
-    return value
-
-
 @functools.lru_cache(maxsize=8)
 def _permutations(num_perm: int) -> np.ndarray:
     # datasketch derives them from a seeded RNG on every MinHash(); computing them once is most of the cost.
-    return MinHash(num_perm=num_perm).permutations
+    return MinHash(num_perm=num_perm, scheme="affine32").permutations
+
+
+def _fmix32(h: np.ndarray) -> np.ndarray:
+    # MurmurHash3's 32-bit finalizer, the pre-mix of datasketch's "affine32" scheme.
+    h = h ^ (h >> np.uint32(16))
+    h = h * np.uint32(0x85EBCA6B)
+    h = h ^ (h >> np.uint32(13))
+    h = h * np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+def signatures(grams: list[np.ndarray], config: DedupConfig) -> np.ndarray:
+    """MinHash signatures (``len(grams)`` x ``num_perm`` uint32) of documents given their word n-gram hashes.
+
+    The values are those of ``datasketch.MinHash(scheme="affine32", hashfunc=identity)`` updated with each
+    document's 32-bit folded n-gram hashes (a document without n-grams keeps the initial maximum), computed
+    for a whole batch of documents at once (``tests/corpus/test_dedup.py`` compares the two).
+    """
+    a, b = _permutations(config.num_perm)
+    out = np.full((len(grams), config.num_perm), np.iinfo(np.uint32).max, dtype=np.uint32)
+    sizes = np.array([len(g) for g in grams], dtype=np.int64)
+    rows = np.flatnonzero(sizes)
+    if not len(rows):
+        return out
+    hv = _fmix32(_fold32(np.concatenate([grams[i] for i in rows])).astype(np.uint32))
+    starts = np.concatenate(([0], np.cumsum(sizes[rows])))
+    # Blocks of about a million permuted values keep the temporary array small.
+    step = max(1, 2**20 // config.num_perm)
+    first = 0
+    while first < len(rows):
+        last = max(first + 1, int(np.searchsorted(starts, starts[first] + step, side="right")) - 1)
+        block = hv[starts[first]:starts[last], None] * a + b
+        out[rows[first:last]] = np.minimum.reduceat(block, starts[first:last] - starts[first], axis=0)
+        first = last
+    return out
 
 
 def signature(word_list: list[str], config: DedupConfig, grams: np.ndarray | None = None) -> np.ndarray:
@@ -60,10 +91,7 @@ def signature(word_list: list[str], config: DedupConfig, grams: np.ndarray | Non
 
     ``grams``: the 64-bit ``config.ngram`` hashes of ``word_list`` when already computed.
     """
-    m = MinHash(num_perm=config.num_perm, hashfunc=_identity, permutations=_permutations(config.num_perm),
-                scheme="affine32")
-    m.update_batch((shingle_hashes(word_list, config.ngram) if grams is None else _fold32(grams)).tolist())
-    return np.asarray(m.hashvalues, dtype=np.uint32)
+    return signatures([ngram_hashes(word_list, config.ngram) if grams is None else grams], config)[0]
 
 
 def _lean(sig: np.ndarray) -> LeanMinHash:

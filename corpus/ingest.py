@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from corpus.clean import CleanConfig, clean_and_filter
-from corpus.dedup import DedupConfig, Deduplicator, exact_key, signature
+from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes
+from corpus.dedup import DedupConfig, Deduplicator, exact_key, signatures
 from corpus.shards import atomic_write_bytes
 from fertility.adapters import load_tokenizer
 from fertility.text import TextSource, iter_documents
@@ -102,7 +102,7 @@ def _clean_unit(language: str, texts: list[str]) -> dict:
     """Clean, filter and hash one unit's documents (Python work)."""
     config: IngestConfig = _WORKER["config"]
     counters: Counter = Counter()
-    kept = [d for d in (clean_and_filter(t, language, config.clean, counters) for t in texts) if d is not None]
+    kept = [d for d in clean_and_filter_batch(texts, language, config.clean, counters) if d is not None]
     shared_grams = config.dedup.ngram == config.clean.ngram
     return {
         "counters": counters,
@@ -110,8 +110,8 @@ def _clean_unit(language: str, texts: list[str]) -> dict:
         "chars": np.array([len(d.text) for d in kept], dtype=np.int64),
         "bytes": np.array([len(d.text.encode()) for d in kept], dtype=np.int64),
         "keys": np.array([np.frombuffer(exact_key(d.words), dtype=np.uint8) for d in kept], dtype=np.uint8).reshape(-1, 16),
-        "sigs": np.array([signature(d.words, config.dedup, d.grams if shared_grams else None) for d in kept],
-                         dtype=np.uint32).reshape(-1, config.dedup.num_perm),
+        "sigs": signatures([d.grams if shared_grams else ngram_hashes(d.words, config.dedup.ngram) for d in kept],
+                           config.dedup),
     }
 
 
