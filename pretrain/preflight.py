@@ -145,6 +145,8 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         if not cfg.train.max_steps and cfg.train.time_budget_s:
             # Leave a tenth of the budget for validation, checkpoints and the final evaluation.
             cfg.train.max_steps = max(int(0.9 * cfg.train.time_budget_s / step_s), 1)
+            # A run cut to fit a short budget still gets most of its steps at the peak learning rate.
+            cfg.optim.warmup_steps = min(cfg.optim.warmup_steps, max(cfg.train.max_steps // 5, 1))
         remaining = max(cfg.train.max_steps - trainer.step, 0)
         report.estimate = {"kind": "estimate from the measured burst", "steps_remaining": remaining,
                            "seconds": remaining * step_s, "hours": remaining * step_s / 3600,
