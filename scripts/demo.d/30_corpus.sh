@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Corpus: clean, dedup and mix the shipped sample 70/30 Bangla/English in *tokens*, write shards, verify them.
 set -euo pipefail
-TOKENIZER=${DEMO_TOKENIZER:-gpt2}
+# The tokenizer trained by step 2 (its path is in $OUT/tokenizer_path); DEMO_TOKENIZER overrides it.
+TOKENIZER=${DEMO_TOKENIZER:-$(cat "$OUT/tokenizer_path" 2>/dev/null || echo gpt2)}
 COMPARE=(--compare-tokenizer o200k_base)
 if [ "$TOKENIZER" != gpt2 ]; then COMPARE+=(--compare-tokenizer gpt2); fi
 echo "== 3. Corpus: a Bangla-first mixture in tokens of $TOKENIZER =="
