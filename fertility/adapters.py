@@ -146,6 +146,10 @@ def worker_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(WORKERS, thread_name_prefix="fertility")
 
 
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own pool
+    os.register_at_fork(after_in_child=worker_pool.cache_clear)
+
+
 class TokenizerLoadError(InputError):
     """A tokenizer that cannot be found or read; the message names the name or file and what was expected."""
 

@@ -236,3 +236,17 @@ def test_every_kind_without_shared_files(tmp_path, gpt2, sample_dir):
     assert wp.kind == "wordpiece" and [wp.id_to_token(i) for i in e.ids] == ["আমি", "বাংলা", "##য", "গান", "[UNK]", "।"]
     assert e.unk == [False, False, False, False, True, False]
     assert wp.bos_id == wp.token_to_id("[CLS]") and wp.eos_id == wp.token_to_id("[SEP]")
+
+
+def test_forked_child_encodes_with_its_own_threads(o200k):
+    import multiprocessing as mp
+
+    text = "বাংলা লেখা and English " * 20
+    o200k.encode_spans([text])  # the parent's worker threads now exist; a forked child does not inherit them
+    with mp.get_context("fork").Pool(1) as pool:
+        child = pool.apply_async(_count_in_child, (o200k, text)).get(timeout=60)
+    assert child == len(o200k.encode_ids([text])[0])
+
+
+def _count_in_child(tok, text):
+    return int(tok.encode_spans([text]).counts.sum())
