@@ -169,7 +169,7 @@ def ngram_hashes_batch(word_lists: list[list[str]], n: int) -> list[np.ndarray]:
     counts = np.array([len(w) for w in word_lists], dtype=np.int64)
     if not counts.sum():
         return [np.zeros(0, dtype=np.uint64) for _ in word_lists]
-    h = _word_hashes(" ".join(word for w in word_lists for word in w))
+    h = _word_hashes(" ".join(" ".join(w) for w in word_lists if w))
     full = _join_ngrams(h, n)  # n-grams of the concatenation; each document takes those inside it
     starts = np.concatenate(([0], np.cumsum(counts[:-1]))).tolist()
     out = []

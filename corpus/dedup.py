@@ -116,15 +116,19 @@ class Deduplicator:
         """``"exact_duplicate"``, ``"near_duplicate"`` or None (then the document is kept and remembered)."""
         if self.config.exact and key in self.seen:
             return "exact_duplicate"
-        if self.lsh is not None and self.lsh.query(_lean(sig)):
+        lean = _lean(sig) if self.lsh is not None else None
+        if lean is not None and self.lsh.query(lean):
             return "near_duplicate"
-        self.remember(key, sig)
+        self._remember(key, lean)
         return None
 
     def remember(self, key: bytes, sig: np.ndarray) -> None:
         """Add a kept document without checking it (used to rebuild the state when resuming)."""
+        self._remember(key, _lean(sig) if self.lsh is not None else None)
+
+    def _remember(self, key: bytes, lean: LeanMinHash | None) -> None:
         if self.config.exact:
             self.seen.add(key)
         if self.lsh is not None:
-            self.lsh.insert(self._next_id, _lean(sig), check_duplication=False)
+            self.lsh.insert(self._next_id, lean, check_duplication=False)
             self._next_id += 1

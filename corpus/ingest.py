@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
 import numpy as np
@@ -92,10 +92,15 @@ _WORKER: dict = {}
 
 
 def _init_worker(config: IngestConfig) -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     _WORKER["config"] = config
     _WORKER["tokenizer"] = load_tokenizer(config.tokenizer, config.tokenizer_dir)
     _WORKER["compare"] = [load_tokenizer(spec, config.tokenizer_dir) for spec in config.compare_tokenizers]
+
+
+def _init_pool_worker(config: IngestConfig) -> None:
+    # Several worker processes already use every core: no tokenizer thread pools on top.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _init_worker(config)
 
 
 def _clean_unit(language: str, texts: list[str]) -> dict:
@@ -120,7 +125,7 @@ def _tokenize_unit(unit: dict) -> dict:
     texts = unit.pop("texts")
     ids = _WORKER["tokenizer"].encode_ids(texts) if texts else []
     unit["lengths"] = np.array([len(x) for x in ids], dtype=np.int64)
-    unit["tokens"] = np.concatenate([np.array(x, dtype=np.uint32) for x in ids]) if ids else np.zeros(0, np.uint32)
+    unit["tokens"] = np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(unit["lengths"].sum()))
     unit["compare"] = np.array([[len(x) for x in tok.encode_ids(texts)] for tok in _WORKER["compare"]],
                                dtype=np.int64).T.reshape(len(texts), len(_WORKER["compare"]))
     return unit
@@ -214,9 +219,10 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
     dedup = Deduplicator(config.dedup)
     pool = thread = None
     if workers > 1:
-        pool = mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(config,))
+        pool = mp.get_context("spawn").Pool(workers, initializer=_init_pool_worker, initargs=(config,))
     else:
-        # One process: tokenize unit k on a thread while this one cleans unit k+1 and commits unit k-1.
+        # One process: tokenize unit k on a thread (the tokenizer may use its own threads too) while this
+        # one cleans unit k+1 and commits unit k-1.
         _init_worker(config)
         thread = ThreadPoolExecutor(max_workers=1)
     bar = tqdm(desc="ingest", unit="doc", disable=not progress, dynamic_ncols=True)

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import gzip
+import re
 from collections import Counter
 
+import numpy as np
 import pytest
+import regex
 
 from corpus.clean import (
+    HSPACE_CHARS,
     CleanConfig,
     bad_char_share,
     canonicalize,
     clean_document,
     dup_line_share,
     dup_ngram_share,
+    ngram_hashes,
+    ngram_hashes_batch,
     quality_issue,
     script_of,
     script_share,
+    words,
 )
 from corpus.normalize import is_normalized
 
@@ -97,3 +104,41 @@ def test_real_sample_mostly_survives(sample_dir):
     kept = [clean_document(t, "en", config, counters) for t in _lines(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 300)]
     assert sum(k is not None for k in kept) > 280
     assert counters["documents_in"] == 300
+
+
+def test_fast_character_classes_agree_with_regex():
+    # The `re` classes and code-point tables stand in for `regex` properties; they must agree on every code point.
+    everything = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
+    hspace = set(regex.findall(r"[^\S\n]", everything))
+    assert set(re.findall(f"[{HSPACE_CHARS}]", everything)) == hspace
+    controls = set(regex.findall(r"[\p{Cc}\uFEFF--[\t\n]]", everything, flags=regex.V1))
+    assert canonicalize("a" + "".join(sorted(controls)) + "b") == "ab"
+    letters = regex.findall(r"[\p{L}\p{M}]", everything)
+    # Script letters are those of the Basic Multilingual Plane (letters anywhere count in the denominator).
+    bmp = everything[:0xF800]  # U+0000..U+FFFF less the 2,048 surrogates
+    bengali = regex.findall(r"[\p{Script=Bengali}&&[\p{L}\p{M}]]", bmp, flags=regex.V1)
+    assert script_share("".join(letters), "Bengali") == len(bengali) / len(letters)
+
+
+def test_canonicalize_whitespace_runs():
+    assert canonicalize("a \u00a0 b\tc\u2003d  e f\u3000\u3000g") == "a b c d e f g"
+    assert canonicalize("  x \n\n\n\n y \t\n z ") == "x\n\ny\nz"
+
+
+def test_batched_ngram_hashes_equal_one_document_at_a_time(sample_dir):
+    texts = _lines(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 30) + ["", "one", "a b c d", "x" * 40 + " y"]
+    word_lists = [words(canonicalize(t)) for t in texts]
+    batch = ngram_hashes_batch(word_lists, 5)
+    for word_list, grams in zip(word_lists, batch, strict=True):
+        # Reference: each word's first 24 code points as a polynomial, then the n-gram polynomial.
+        powers = [pow(0x100000001B3, k, 2**64) for k in range(24)]
+        h = [sum(ord(c) * p for c, p in zip(w[:24], powers, strict=False)) % 2**64 for w in word_list]
+        n = min(5, len(h))
+        expected = []
+        for start in range(len(h) - n + 1 if h else 0):
+            g = 0
+            for value in h[start:start + n]:
+                g = (g * 0x9E3779B1 + value) % 2**64
+            expected.append(g)
+        assert grams.tolist() == expected
+        assert np.array_equal(grams, ngram_hashes(word_list, 5))

@@ -6,8 +6,8 @@ import gzip
 
 import numpy as np
 
-from corpus.clean import words
-from corpus.dedup import DedupConfig, Deduplicator, exact_key, shingle_hashes, signature
+from corpus.clean import ngram_hashes, words
+from corpus.dedup import DedupConfig, Deduplicator, exact_key, shingle_hashes, signature, signatures
 
 
 def key(text):
@@ -74,3 +74,18 @@ def test_remembered_state_decides_like_the_original(sample_dir):
     for probe in probes:
         k, s = key(probe), sig(probe, config)
         assert Deduplicator.check(rebuilt, k, s) == Deduplicator.check(first, k, s)
+
+
+def test_batched_signatures_equal_datasketch_minhash(sample_dir):
+    # The batched numpy MinHash must give exactly datasketch's affine32 values, document by document.
+    from datasketch import MinHash
+
+    config = DedupConfig()
+    texts = _paragraphs(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz", 40) + ["", "two words", "a b c d e f"]
+    grams = [ngram_hashes(words(t), config.ngram) for t in texts]
+    batch = signatures(grams, config)
+    for text, row in zip(texts, batch, strict=True):
+        m = MinHash(num_perm=config.num_perm, hashfunc=int, scheme="affine32")
+        m.update_batch(shingle_hashes(words(text), config.ngram).tolist())
+        assert np.array_equal(row, m.hashvalues), text[:40]
+        assert np.array_equal(row, sig(text, config))
