@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, file_sha256, write_shard
@@ -149,3 +150,12 @@ class Micro:
 @pytest.fixture(scope="session")
 def micro() -> type[Micro]:
     return Micro
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: on a shared 2-core machine two threads contend and run many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -19,13 +19,7 @@ SEQ, BATCH = 64, 2
 BYTE_VOCAB = 256
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def bangla_tokens(sample_dir, tokenizer=None) -> torch.Tensor:

@@ -25,13 +25,7 @@ GRAD_TOL = 1e-4  # per parameter: max |diff| / max |reference grad|
 LOSS_TOL = 1e-5  # per step of the 10-step trajectory, relative
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def batches(shards, n: int, batch: int, seq: int, compact: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -25,14 +25,7 @@ from pretrain import supervisor as sup
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.supervisor import SupervisorConfig
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine, two threads contend and run many times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CFG = SupervisorConfig(window=50, min_history=10, throughput_patience=3, throughput_warmup=2)
