@@ -11,9 +11,11 @@ from fertility.analysis import Report, TokenizerReport, analyze
 from fertility.errors import InputError
 from fertility.metrics import Metrics
 from fertility.report import write_report
+from fertility.segments import TokenSegment, token_segments
 from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
 
 __all__ = [
     "Document", "InputError", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
-    "TokenizerReport", "analyze", "iter_documents", "load_tokenizer", "parse_text_arg", "write_report",
+    "TokenSegment", "TokenizerReport", "analyze", "iter_documents", "load_tokenizer", "parse_text_arg",
+    "token_segments", "write_report",
 ]

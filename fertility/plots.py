@@ -1,4 +1,8 @@
-"""The report's figures (matplotlib, Agg), each returned as PNG bytes.
+"""The report's figures, each returned as PNG bytes.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects, never through pyplot, so importing this module
+chooses no backend: a notebook keeps its inline backend and a server needs no display.
+
 
 * chars/token by script and tokenizer;
 * achieved chars/token against the pre-tokenizer's ceiling, per script;
@@ -11,12 +15,10 @@ from __future__ import annotations
 import io
 
 import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-import numpy as np  # noqa: E402
-
-from fertility.analysis import Report  # noqa: E402
+from fertility.analysis import Report
 
 # Scripts under this share of the analysed characters are left out of the figures (they stay in the JSON).
 MIN_PLOT_SHARE = 0.005
@@ -35,7 +37,6 @@ def main_scripts(report: Report) -> list[str]:
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -50,7 +51,7 @@ def _width(n_bars: int) -> float:
 def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], fmt: str = "{:.2f}") -> None:
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(groups))
-    colors = plt.get_cmap("tab20" if len(series) > 10 else "tab10").colors
+    colors = matplotlib.colormaps["tab20" if len(series) > 10 else "tab10"].colors
     for i, (label, values) in enumerate(series.items()):
         bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label, color=colors[i % len(colors)])
         if len(series) <= MAX_LABELLED_BARS:
@@ -63,7 +64,8 @@ def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], fmt: st
 def chars_per_token_figure(report: Report) -> bytes:
     """Grouped bars: chars/token of each script under each tokenizer."""
     scripts = main_scripts(report)
-    fig, ax = plt.subplots(figsize=(_width(len(scripts) * len(report.tokenizers)), 3.6))
+    fig = Figure(figsize=(_width(len(scripts) * len(report.tokenizers)), 3.6))
+    ax = fig.subplots()
     series = {t.name: [t.scripts[s].chars_per_token if s in t.scripts else 0.0 for s in scripts]
               for t in report.tokenizers}
     _grouped_bars(ax, scripts, series)
@@ -76,7 +78,8 @@ def ceiling_figure(report: Report) -> bytes:
     """Per script: achieved chars/token (bars) against the pre-tokenizer ceiling (outlined bars)."""
     scripts = main_scripts(report)
     per_axis = max(3.2, 0.45 * len(report.tokenizers))
-    fig, axes = plt.subplots(1, len(scripts), figsize=(per_axis * len(scripts) + 1, 3.8), squeeze=False)
+    fig = Figure(figsize=(per_axis * len(scripts) + 1, 3.8))
+    axes = fig.subplots(1, len(scripts), squeeze=False)
     names = [t.name for t in report.tokenizers]
     x = np.arange(len(names))
     for ax, script in zip(axes[0], scripts, strict=True):
@@ -101,7 +104,8 @@ def premium_figure(report: Report) -> bytes | None:
     langs = [lang for lang in report.parallel_texts if lang != report.reference]
     if not langs:
         return None
-    fig, ax = plt.subplots(figsize=(_width(len(langs) * len(report.tokenizers)), 3.6))
+    fig = Figure(figsize=(_width(len(langs) * len(report.tokenizers)), 3.6))
+    ax = fig.subplots()
     series = {t.name: [t.parallel[lang].premium for lang in langs] for t in report.tokenizers}
     _grouped_bars(ax, langs, series)
     ax.axhline(1.0, color="black", linewidth=0.8)
@@ -118,7 +122,8 @@ def balance_figure(report: Report) -> bytes | None:
     labels = ["chars", "bytes"] + [f"tokens\n{t.name}" for t in report.tokenizers]
     shares = [report.tokenizers[0].balance.char_share, report.tokenizers[0].balance.byte_share]
     shares += [t.balance.token_share for t in report.tokenizers]
-    fig, ax = plt.subplots(figsize=(1.2 * len(labels) + 2, 3.6))
+    fig = Figure(figsize=(1.2 * len(labels) + 2, 3.6))
+    ax = fig.subplots()
     bottom = np.zeros(len(labels))
     for lang in langs:
         values = np.array([s.get(lang, 0.0) for s in shares])

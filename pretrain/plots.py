@@ -31,15 +31,14 @@ def trajectory(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def plot_eval(report: dict[str, Any], run_dir: str | Path, out: str | Path) -> None:
     """eval.png: loss curves (left) and bits per character per language, model vs twin (right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure, not pyplot: no backend is chosen, so a notebook keeps its inline one.
+    from matplotlib.figure import Figure
 
     run_dir = Path(run_dir)
     steps = trajectory(run_dir)
     val = read_jsonl(run_dir / "val.jsonl")
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = Figure(figsize=(12, 4.5))
+    ax1, ax2 = fig.subplots(1, 2)
     ax1.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, label="train loss")
     langs = sorted({lang for r in val for lang in r["languages"]})
     for lang in langs:
@@ -64,4 +63,3 @@ def plot_eval(report: dict[str, Any], run_dir: str | Path, out: str | Path) -> N
     ax2.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=120)
-    plt.close(fig)
