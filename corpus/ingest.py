@@ -221,8 +221,8 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
     if workers > 1:
         pool = mp.get_context("spawn").Pool(workers, initializer=_init_pool_worker, initargs=(config,))
     else:
-        # One process: tokenize unit k on a thread (the tokenizer may use its own threads too) while this
-        # one cleans unit k+1 and commits unit k-1.
+        # One process: a thread tokenizes (the tokenizer may use its own threads too) while this one reads,
+        # cleans and commits; up to three cleaned units wait for it, so a slow unit on either side stalls neither.
         _init_worker(config)
         thread = ThreadPoolExecutor(max_workers=1)
     bar = tqdm(desc="ingest", unit="doc", disable=not progress, dynamic_ncols=True)
@@ -262,7 +262,7 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, toke
                         commit_next()
                 else:
                     pending.append((unit_index, len(texts), thread.submit(_tokenize_unit, _clean_unit(source.lang, texts))))
-                    if len(pending) > 1:
+                    if len(pending) > 3:
                         commit_next()
             while pending:
                 commit_next()
