@@ -484,6 +484,10 @@ class HFTokenizer(Tokenizer):
         self.bos_id = _first_id([n for n in _BOS_NAMES if n in specials], self.token_to_id)
         self.eos_id = _first_id([n for n in _EOS_NAMES if n in specials], self.token_to_id)
 
+    def to_json(self) -> str:
+        """The wrapped ``tokenizers.Tokenizer`` serialised (a tokenizer.json's content), e.g. for export."""
+        return self._tok.to_str()
+
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self._tok.encode_batch_fast(list(texts), add_special_tokens=False)]
 

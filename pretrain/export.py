@@ -70,7 +70,7 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
                           "`tokenizers` format (tokenizer.json, vocab.json + merges.txt): convert it first")
     # A copy of the adapter's `tokenizers.Tokenizer`, with special-token strings special again (the analyzer
     # treats them as text, a model's users expect the opposite).
-    backend = Tokenizer.from_str(tok._tok.to_str())
+    backend = Tokenizer.from_str(tok.to_json())
     backend.encode_special_tokens = False
     names = {}
     for role, i in (("bos_token", bos_id), ("eos_token", eos_id)):
