@@ -9,7 +9,6 @@ one unless ``overwrite`` was asked for.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import shutil
 import sys
@@ -19,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fertility
-from corpus.shards import atomic_write_bytes
+from corpus.shards import atomic_write_bytes, file_sha256
 from fertility.text import TextSource
 from tokenizers_train import backends, sampling, targeting
 
@@ -139,7 +138,7 @@ def _run_in(config: RunConfig, tmp: Path) -> RunResult:
             "sample_chars": budgets,
         },
         "rounds": [r.to_dict() for r in rounds],
-        "tokenizer": {"file": final.name, "sha256": _sha256(final), "vocab_size": config.train.vocab_size,
+        "tokenizer": {"file": final.name, "sha256": file_sha256(final), "vocab_size": config.train.vocab_size,
                       "special_tokens": backends.SPECIAL_TOKENS},
         "comparison": {t.name: {"vocab_size": t.vocab_size,
                                 "chars_per_token": {k: m.chars_per_token for k, m in t.languages.items()},
@@ -183,10 +182,6 @@ def _arguments(config: RunConfig) -> dict:
         "naive": config.naive,
         "references": config.references,
     }
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _log(message: str) -> None:
