@@ -60,6 +60,9 @@ def test_eval_windows_are_consecutive(synthetic_shards):
 def test_real_shards_fit_gpt2_vocabulary(shards):
     ds = open_dataset(shards)
     check_compatible(ds, 50304, tokenizer="gpt2")  # the shipped GPT-2 is the one the shards name
+    assert ds.train.max_token() < ds.manifest.tokenizer.vocab_size <= 50304
+    with pytest.raises(DataError, match="more than the model's vocabulary of 50000"):
+        check_compatible(ds, 50000, tokenizer="gpt2")
 
 
 def test_other_tokenizer_is_refused(shards):
