@@ -15,7 +15,8 @@ import numpy as np
 
 from corpus.measure import Totals, format_table, group_totals, shares
 from corpus.plan import format_plan
-from corpus.shards import Manifest, ShardInfo, atomic_write_bytes
+from corpus.shards import Manifest, ShardInfo
+from fertility.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     from corpus.build import BuildConfig, Prepared

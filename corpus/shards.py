@@ -12,15 +12,15 @@ Every document starts with the tokenizer's BOS id. ``manifest.json`` beside the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fertility.fileio import atomic_write_bytes
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4
@@ -39,25 +39,6 @@ class ShardError(ValueError):
 def dtype_for_vocab(vocab_size: int) -> str:
     """The narrowest shard dtype that holds every id of a vocabulary of ``vocab_size``."""
     return "uint16" if vocab_size <= 2**16 else "uint32"
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # mkstemp creates the file 0600; give it the mode a plain open() would, so other users can read shards.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def encode_shard(tokens: np.ndarray, dtype: str) -> bytes:
@@ -105,15 +86,6 @@ def read_shard(path: str | os.PathLike) -> np.ndarray:
     dtype, count = read_header(path)
     return np.memmap(path, dtype=np.dtype(FORMATS[dtype]["dtype"]).newbyteorder("<"), mode="r",
                      offset=HEADER_BYTES, shape=(count,))
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file's content."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

@@ -17,8 +17,9 @@ import numpy as np
 from tqdm import tqdm
 
 from corpus.clean import CleanConfig, clean_document, script_of, script_share
-from corpus.shards import Manifest, ShardError, ShardInfo, file_sha256, read_header, read_shard
+from corpus.shards import Manifest, ShardError, ShardInfo, read_header, read_shard
 from fertility.adapters import Tokenizer
+from fertility.fileio import file_sha256
 from fertility.text import TextSource, iter_documents
 
 

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from fertility.analysis import Report
+from fertility.fileio import atomic_write_text, check_output_dir, publish_dir, staging_dir, write_json
 from fertility.metrics import Metrics
 
 # (column header, attribute, format) of the per-language / per-script tables.
@@ -139,22 +137,10 @@ def write_report(report: Report, out_dir: str | os.PathLike) -> Path:
     """Write report.json, report.md and report.html into ``out_dir`` atomically; returns ``out_dir``."""
     from fertility.plots import all_figures
 
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
-        (tmp / "report.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n",
-                                         encoding="utf-8")
-        (tmp / "report.md").write_text(markdown(report), encoding="utf-8")
-        (tmp / "report.html").write_text(html_page(report, all_figures(report)), encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    out = check_output_dir(out_dir)
+    with staging_dir(out) as tmp:
+        write_json(tmp / "report.json", report.to_dict())
+        atomic_write_text(tmp / "report.md", markdown(report))
+        atomic_write_text(tmp / "report.html", html_page(report, all_figures(report)))
+        publish_dir(tmp, out)
     return out

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 from pretrain.config import OptimConfig
 from pretrain.distributed import Runtime
 from pretrain.model import GPT, GPTConfig, model_config

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from corpus.shards import atomic_write_bytes, file_sha256
+from fertility.fileio import atomic_write_bytes, file_sha256
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_NAME = "latest.json"

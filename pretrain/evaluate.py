@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 from pretrain.data import Dataset, eval_windows, open_dataset
 from pretrain.distributed import Runtime
 

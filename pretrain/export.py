@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from corpus.shards import file_sha256
+from fertility.fileio import file_sha256
 from pretrain.model import GPT, GPTConfig
 from pretrain.reference import to_hf
 

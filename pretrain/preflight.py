@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 from pretrain import distributed
 from pretrain.train import Trainer, build_model, make_optimizer, rng_state, set_rng_state, train_step
 

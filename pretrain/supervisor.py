@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 
 METRICS_NAME = "metrics.jsonl"
 HEARTBEAT_NAME = "heartbeat.json"

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 from pretrain import distributed
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from pretrain.config import OptimConfig, RunConfig

@@ -9,16 +9,14 @@ one unless ``overwrite`` was asked for.
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fertility
-from corpus.shards import atomic_write_bytes, file_sha256
+from fertility.fileio import check_output_dir, file_sha256, publish_dir, staging_dir, write_json
 from fertility.text import TextSource
 from tokenizers_train import backends, sampling, targeting
 
@@ -60,19 +58,13 @@ class RunResult:
 def run(config: RunConfig) -> RunResult:
     """Train as configured and publish OUT; raises ``TargetNotMet``, ``TrainingError``, ``TextError``, ``ValueError``."""
     out = config.out
-    if out.exists() and not config.overwrite:
-        raise FileExistsError(f"{out} already exists; choose another --out or pass --overwrite")
+    check_output_dir(out, overwrite=config.overwrite)
     backends.check_config(config.train, 0)  # backend, multiple of 64; the alphabet is checked once read
     langs = sorted({t.lang for t in config.texts})
     targeting.check_goal(config.goal, langs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+    with staging_dir(out) as tmp:
         result = _run_in(config, tmp)
-        _publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        publish_dir(tmp, out)
     result.out = out
     result.tokenizer = out / result.tokenizer.name
     return result
@@ -145,7 +137,7 @@ def _run_in(config: RunConfig, tmp: Path) -> RunResult:
                                 "traps": [trap.to_dict() for trap in t.traps]} for t in report.tokenizers},
         "seconds": round(time.time() - started, 1),
     }
-    atomic_write_bytes(tmp / REPORT_NAME, (json.dumps(training_report, indent=2, ensure_ascii=False) + "\n").encode())
+    write_json(tmp / REPORT_NAME, training_report)
     return RunResult(tmp, final, rounds, training_report)
 
 
@@ -154,17 +146,6 @@ def _named(path: str, name: str) -> fertility.Tokenizer:
     tok = copy.copy(fertility.load_tokenizer(path))
     tok.name = name
     return tok
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = out.with_name(f".{out.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        tmp.rename(out)
-        shutil.rmtree(old)
-    else:
-        tmp.rename(out)
 
 
 def _arguments(config: RunConfig) -> dict:

@@ -11,14 +11,13 @@ from corpus.shards import (
     ShardError,
     ShardInfo,
     TokenizerInfo,
-    atomic_write_bytes,
     dtype_for_vocab,
     encode_shard,
-    file_sha256,
     read_header,
     read_shard,
     write_shard,
 )
+from fertility.fileio import file_sha256
 
 
 def test_dtype_for_vocab():
@@ -64,23 +63,6 @@ def test_bad_files_named_in_errors(tmp_path):
     bad.write_bytes(b"\1" * HEADER_BYTES)
     with pytest.raises(ShardError, match="bad magic"):
         read_header(bad)
-
-
-def test_atomic_write_leaves_old_file_on_failure(tmp_path):
-    path = tmp_path / "f"
-    atomic_write_bytes(path, b"old")
-
-    class Boom:
-        def __len__(self):
-            raise RuntimeError("boom")
-
-        def __buffer__(self, flags):
-            raise RuntimeError("boom")
-
-    with pytest.raises((RuntimeError, TypeError)):
-        atomic_write_bytes(path, Boom())
-    assert path.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["f"]
 
 
 def _manifest(tmp_path) -> Manifest:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from corpus.shards import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.config import OptimConfig
 from pretrain.data import open_dataset
