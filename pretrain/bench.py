@@ -1,12 +1,12 @@
 """``pretrain bench``: our training step against the same step of ``transformers.LlamaForCausalLM``.
 
 Both models get the same shape, the same weights (converted by :mod:`pretrain.reference`), the same batch,
-the same optimizer and the same step function, the trainer's own :func:`pretrain.train.train_step` with
-:func:`pretrain.train.make_optimizer`: bf16 autocast, ``torch.compile``, SDPA (flash attention) and fused
+the same optimizer and the same step function, the trainer's own :func:`pretrain.step.train_step` with
+:func:`pretrain.step.make_optimizer`: bf16 autocast, ``torch.compile``, SDPA (flash attention) and fused
 AdamW on a GPU; fp32 eager on a CPU. Each is timed over ``--steps`` steps after ``--warmup`` steps
 (compilation, allocator warm-up), with one device synchronisation before and after the timed loop and
 none inside it. Reported per model: tokens/s, seconds per step, MFU (GPU only: needs the peak FLOP/s of a
-known GPU model, :data:`pretrain.train.PEAK_FLOPS`) and peak memory (GPU only); then the ratio of tokens/s,
+known GPU model, :data:`pretrain.hardware.PEAK_FLOPS`) and peak memory (GPU only); then the ratio of tokens/s,
 and a gradient-flow arbiter pass on our model in the same precision.
 
 On a CPU it runs the ``tiny`` config so CI exercises the whole path; ``bangla-0.4b`` is for a GPU.
@@ -126,7 +126,7 @@ def _synchronize(device: torch.device) -> None:
 def measure(name: str, model: nn.Module, settings: BenchSettings, runtime: Runtime, optim: OptimConfig,
             micro_batches: list[torch.Tensor], flops_per_token: float, peak: float | None) -> StepResult:
     """Time the trainer's step on ``model`` (compiled here when the settings say so)."""
-    from pretrain.train import make_optimizer, train_step
+    from pretrain.step import make_optimizer, train_step
 
     device = runtime.device
     optimizer = make_optimizer(model, optim, device)
@@ -162,7 +162,7 @@ def _free(device: torch.device) -> None:
 def run_bench(settings: BenchSettings, *, with_hf: bool = True) -> BenchReport:
     """Measure our step, then HF's, on the same batch; then the arbiter pass."""
     from pretrain.arbiter import check_gradient_flow
-    from pretrain.train import peak_flops
+    from pretrain.hardware import peak_flops
 
     device = torch.device(settings.device)
     runtime = Runtime(device=device, autocast_dtype=torch.bfloat16 if settings.dtype == "bf16" else None)

@@ -29,7 +29,11 @@ def _launch_parser(sub) -> None:
     p.add_argument("--config", help="preset (tiny, bangla-0.4b) or a config JSON (e.g. a RUN/config.json)")
     p.add_argument("--data", help="shard directory with manifest.json (from `corpus build`)")
     p.add_argument("--out", required=True, help="run directory (checkpoints, metrics, eval)")
-    p.add_argument("--resume", action="store_true", help="continue RUN from its last good checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
+                        "named and kept)")
+    p.add_argument("--resume-from", metavar="CHECKPOINT",
+                   help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=int, help="optimizer steps (0 with --time-budget-s: fit the budget)")
     p.add_argument("--time-budget-s", type=float, help="stop (and checkpoint) after this many seconds")
     p.add_argument("--micro-batch", type=int, help="sequences per device per forward pass")
@@ -63,11 +67,11 @@ def _eval_parser(sub) -> None:
 
 def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfig:
     """The run's config: the saved one on --resume (only run-control fields may change), else the preset."""
+    from pretrain.config import RESUMABLE_KEYS
     from pretrain.data import DataError, open_dataset
-    from pretrain.train import RESUMABLE_KEYS
 
     saved = Path(args.out) / "config.json"
-    if args.resume and saved.exists():
+    if (args.resume or args.resume_from) and saved.exists():
         raw = json.loads(saved.read_text(encoding="utf-8"))
         raw["train"]["inject_faults"] = []  # faults are per invocation, never inherited
         cfg = apply_overrides(RunConfig.from_dict(raw), overrides)
@@ -106,11 +110,12 @@ def _overrides(args) -> list[str]:
     return out + args.set
 
 
-def start_supervisor(run_dir: Path, args: list[str]) -> subprocess.Popen | None:
-    """``python -m pretrain.supervisor --run RUN --trainer-pid PID ...`` beside this trainer."""
+def start_supervisor(run_dir: Path, generation: int, args: list[str]) -> subprocess.Popen:
+    """``python -m pretrain.supervisor --run RUN --trainer-pid PID --generation GEN ...`` beside this trainer."""
     import os
 
-    cmd = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(os.getpid()), *args]
+    cmd = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(os.getpid()),
+           "--generation", str(generation), *args]
     return subprocess.Popen(cmd)
 
 
@@ -123,6 +128,22 @@ def stop_supervisor(proc: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def lockstep(run_dir: Path, proc: subprocess.Popen):
+    """An ``on_step`` for the trainer that waits until the supervisor has judged the step just logged."""
+    import time
+
+    from pretrain import rundir
+
+    def wait(record: dict) -> None:
+        while not rundir.acked(run_dir, record["gen"], record["step"]):
+            if proc.poll() is not None:
+                raise RuntimeError(f"the supervisor exited (code {proc.returncode}) before judging step "
+                                   f"{record['step']}; see {run_dir / rundir.SUPERVISOR_LOG}")
+            time.sleep(0.01)
+
+    return wait
 
 
 def use_fsdp(cfg: RunConfig, runtime) -> bool:
@@ -146,15 +167,16 @@ def launch(args, sup_args: list[str]) -> int:
     from pretrain.preflight import format_report, run_preflight, write_report
     from pretrain.train import Trainer
 
+    resume = args.resume or bool(args.resume_from)
     cfg = _resolve_config(args, _overrides(args), sup_args)
     run_dir = Path(cfg.train.out)
-    if not args.resume and step_checkpoints(run_dir):
+    if not resume and step_checkpoints(run_dir):
         raise FileExistsError(f"{run_dir} already holds checkpoints; pass --resume to continue it, or another --out")
     runtime = distributed.setup(cfg.train.device, cfg.train.dtype)
     try:
         runtime.fsdp = runtime.distributed and use_fsdp(cfg, runtime)
         dataset = open_dataset(cfg.data.path)
-        trainer = Trainer(cfg, dataset, runtime, resume=args.resume)
+        trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from)
         report = run_preflight(trainer)
         if runtime.is_main:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -164,15 +186,17 @@ def launch(args, sup_args: list[str]) -> int:
             return EXIT_BAD_INPUT
         if args.preflight_only:
             return 0
-        supervisor = None
+        generation = trainer.begin()
+        supervisor, on_step = None, None
         if runtime.is_main and cfg.train.supervisor:
-            run_dir.mkdir(parents=True, exist_ok=True)
             forwarded = cfg.train.supervisor_args
             if "--max-rollbacks" not in forwarded:
                 forwarded = [*forwarded, "--max-rollbacks", str(cfg.train.max_rollbacks)]
-            supervisor = start_supervisor(run_dir, forwarded)
+            supervisor = start_supervisor(run_dir, generation, forwarded)
+            if cfg.train.supervisor_lockstep:
+                on_step = lockstep(run_dir, supervisor)
         try:
-            code = trainer.fit()
+            code = trainer.fit(on_step)
         finally:
             stop_supervisor(supervisor)
         if code == 0 and runtime.is_main and not args.no_eval:

@@ -130,7 +130,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     from pretrain.checkpoint import latest_checkpoint, load_checkpoint
     from pretrain.config import RunConfig
     from pretrain.distributed import setup
-    from pretrain.train import build_model
+    from pretrain.model import build_model
 
     run_dir = Path(run_dir)
     path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
@@ -144,8 +144,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
                          f"the checkpoint {path} was trained on {state['tokenizer']['sha256']}")
     runtime = setup(device, cfg.train.dtype)
     micro = micro_batch or cfg.data.micro_batch
-    twin = build_model(cfg).to(runtime.device)
-    model = build_model(cfg)
+    twin = build_model(cfg.model, cfg.train.seed).to(runtime.device)
+    model = build_model(cfg.model, cfg.train.seed)
     model.load_state_dict(state["model"])
     model.to(runtime.device)
     tokenizer = _tokenizer(dataset) if samples else None

@@ -208,3 +208,10 @@ class GPT(nn.Module):
             logits, _ = self(idx[:, -self.cfg.block_size:])
             idx = torch.cat([idx, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
         return idx
+
+
+def build_model(cfg: GPTConfig, seed: int) -> GPT:
+    """The model as initialised by a run's seed, on CPU (so the init is the same on every device, and is
+    the random-init twin that evaluation compares against)."""
+    torch.manual_seed(seed)
+    return GPT(cfg)

@@ -21,7 +21,11 @@ import torch
 
 from fertility.fileio import atomic_write_bytes
 from pretrain import distributed
-from pretrain.train import Trainer, build_model, make_optimizer, rng_state, set_rng_state, train_step
+from pretrain.checkpoint import rng_state, set_rng_state
+from pretrain.hardware import mfu
+from pretrain.model import build_model
+from pretrain.step import make_optimizer, train_step
+from pretrain.train import Trainer
 
 GiB = 1024**3
 
@@ -79,7 +83,7 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     rt = trainer.runtime
     if rt.fsdp:
         rng = rng_state()
-        model = build_model(trainer.cfg).to(rt.device)
+        model = build_model(trainer.cfg.model, trainer.cfg.train.seed).to(rt.device)
         set_rng_state(rng)
     else:
         model = copy.deepcopy(trainer.model)
@@ -88,8 +92,9 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     batches = trainer.micro_batches(trainer.sampler.state.next_batch)
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
-    # On a GPU the first step pays for compilation and allocator warm-up: time the ones after it.
-    warmup = 1 if rt.device.type == "cuda" or trainer.compile else 0
+    # The first step pays for compilation, allocator and cache warm-up (4x a warm step on CPU, far more on a
+    # GPU): time the ones after it, or a time budget would be spent on a fraction of the steps it allows.
+    warmup = 1
     times = []
     for i in range(steps + warmup):
         t0 = time.perf_counter()
@@ -100,7 +105,7 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     step_s = sorted(times)[len(times) // 2]
     tps = trainer.cfg.train.global_batch_tokens / step_s
     out = {"kind": "measured", "steps": steps, "seconds_per_step": step_s, "tokens_per_s": tps,
-           "mfu": trainer.flops_per_token * tps / (trainer.peak * rt.world_size) if trainer.peak else None}
+           "mfu": mfu(trainer.flops_per_token, tps, trainer.peak, rt.world_size)}
     if rt.device.type == "cuda":
         out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(rt.device)
     del model, wrapped, optimizer
@@ -177,9 +182,9 @@ def format_report(report: PreflightReport) -> str:
         lines.append(f"  grads   {'ok' if report.arbiter['ok'] else 'FAILED'}: {report.arbiter['checked']} "
                      "parameters checked by the gradient-flow arbiter")
     if report.burst:
-        mfu = report.burst["mfu"]
+        burst_mfu = report.burst["mfu"]
         lines.append(f"  speed   {report.burst['tokens_per_s']:,.0f} tokens/s, {report.burst['seconds_per_step']:.3f} "
-                     f"s/step (measured), MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%'}")
+                     f"s/step (measured), MFU {'n/a' if burst_mfu is None else f'{100 * burst_mfu:.1f}%'}")
     if report.estimate:
         lines.append(f"  finish  {report.estimate['steps_remaining']} steps in ~{report.estimate['seconds'] / 60:.1f} "
                      "min (estimate)")

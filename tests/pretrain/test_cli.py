@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fertility.fileio import read_jsonl
 from pretrain.cli import main
-from pretrain.plots import read_jsonl
 
 
 def test_shards_of_another_tokenizer_are_refused_before_training(micro, shards, tmp_path, capsys):
