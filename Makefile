@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test test-fast lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ demo: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# For development: everything but the tests marked slow (the full suite is what CI runs).
+test-fast: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .

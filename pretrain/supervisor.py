@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from fertility import clihelp
 from fertility.fileio import write_json
 from pretrain import rundir
 
@@ -423,19 +424,42 @@ def command(run_dir: str | os.PathLike, trainer_pid: int, generation: int, cfg: 
     return argv
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--option`` per :class:`SupervisorConfig` field, defaulting to the field's default."""
+FIELD_HELP = {
+    "window": "steps of history the newest step is compared against",
+    "min_history": "no spike, explosion or collapse verdict before this many steps",
+    "spike_z": "loss spike: standard deviations above the window's trend",
+    "spike_std_floor": "floor on the window's standard deviation, relative to its mean loss",
+    "grad_explode_factor": "grad-norm explosion: multiple of the window's median",
+    "grad_norm_max": "absolute ceiling on the grad norm (none by default)",
+    "throughput_fraction": "throughput collapse: tokens/s below this fraction of the run's median...",
+    "throughput_patience": "...for this many consecutive steps",
+    "throughput_warmup": "first steps left out of the throughput median",
+    "heartbeat_timeout_s": "end a trainer silent for this many seconds",
+    "poll_s": "seconds between looks at the run directory",
+    "grace_s": "seconds between SIGTERM and SIGKILL for a stalled trainer",
+    "halt_policy": "halt, or roll back to the last good checkpoint skipping the bad batches",
+    "max_rollbacks": "rollbacks asked before halting instead",
+    "rollback_skip_before": "also skip this many batches before the offending step",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """One ``--PREFIXoption`` per :class:`SupervisorConfig` field. Without a prefix each defaults to the field's
+    default; with one (``pretrain launch --sup-NAME``) to None, so only what the user gave is forwarded."""
     defaults = SupervisorConfig()
     for f in fields(SupervisorConfig):
         default = getattr(defaults, f.name)
         kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], float)
         choices = ("halt", "rollback") if f.name == "halt_policy" else None
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, choices=choices,
-                            help=f"(default: {default})")
+        help_text = FIELD_HELP[f.name] + (f" (supervisor default: {default})" if prefix and default is not None else "")
+        metavar = None if choices else "SECONDS" if f.name.endswith("_s") else "N" if kind is int else "X"
+        parser.add_argument(f"--{prefix}" + f.name.replace("_", "-"), type=kind, choices=choices,
+                            default=None if prefix else default, dest=f"{prefix.replace('-', '_')}{f.name}",
+                            metavar=metavar, help=help_text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pretrain.supervisor", description=__doc__.split("\n\n")[0])
+    parser = clihelp.parser("python -m pretrain.supervisor", __doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="the run directory the trainer writes")
     parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
     parser.add_argument("--generation", type=int, required=True,

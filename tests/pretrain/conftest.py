@@ -139,6 +139,7 @@ def micro_config(data: Path, out: Path, *overrides: str):
 class Micro:
     """Helpers handed to tests (with --import-mode=importlib a test module cannot import conftest)."""
 
+    root = ROOT
     vocab = SYNTHETIC_VOCAB
     sha256 = SYNTHETIC_SHA
     overrides = MICRO_OVERRIDES

@@ -300,7 +300,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     sources = {"bn": sample_dir / "bn" / "literature-bnarchive.txt.gz",
                "en": sample_dir / "en" / "wiki-en-chinapedia.txt.gz"}
-    train, by_lang, infos = [], {}, []
+    train, by_lang, infos, train_docs = [], {}, [], 0
     for lang, path in sources.items():
         docs = [normalize(d.text) for d in iter_documents(str(path), max_chars=16000)]
         split = int(len(docs) * 0.8)
@@ -309,6 +309,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
             if name == "train":
                 train.append(ids)
                 by_lang[lang] = len(ids)
+                train_docs += len(part)
                 continue
             write_shard(out / f"val_{lang}.bin", ids, "uint16")
             infos.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=len(part),
@@ -316,7 +317,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
                                    chars=sum(map(len, part)), bytes=sum(len(d.encode()) for d in part)))
     tokens = np.concatenate(train)
     write_shard(out / "train_000.bin", tokens, "uint16")
-    infos.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(tokens), documents=0,
+    infos.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(tokens), documents=train_docs,
                               tokens_by_language=by_lang))
     Manifest(tokenizer=TokenizerInfo(spec="utf-8 bytes", sha256=hashlib.sha256(b"utf-8 bytes").hexdigest(),
                                      vocab_size=256, bos_id=BYTE_BOS), dtype="uint16", shards=infos).save(out)
