@@ -103,7 +103,7 @@ SAMPLING = {"temperature": 0.8, "top_k": 40, "seed": 0}
 def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, prompt_tokens: int,
                          new_tokens: int, runtime: Runtime, tokenizer=None) -> list[dict[str, Any]]:
     """Sampled continuations (:data:`SAMPLING`, reproducible) of the first ``n`` documents of a language's
-    validation text."""
+    validation text, each cut where the model ends the document (its first BOS)."""
     bos = dataset.manifest.tokenizer.bos_id
     stream = dataset.val[lang]
     head = stream.window(0, min(len(stream), 200_000))
@@ -122,6 +122,8 @@ def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n:
                                  generator=generator)[0, 1:].tolist()
         model.train(was_training)
         prompt_ids, completion_ids = out[:prompt_tokens], out[prompt_tokens:]
+        if bos in completion_ids:  # the model ended the document: what follows would start another
+            completion_ids = completion_ids[:completion_ids.index(bos)]
         samples.append({"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                         "prompt": tokenizer.decode(prompt_ids) if tokenizer else None,
                         "completion": tokenizer.decode(completion_ids) if tokenizer else None})
