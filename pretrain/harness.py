@@ -57,10 +57,19 @@ def check_tasks(names: Sequence[str], manager) -> None:
     known = set(manager.all_tasks)
     unknown = [n for n in names if n not in known]
     if unknown:
-        hints = "; ".join(f"{n}: did you mean {', '.join(difflib.get_close_matches(n, known, 3, 0.6)) or '?'}"
-                          for n in unknown)
+        hints = "; ".join(f"{n}: did you mean {', '.join(_similar(n, known)) or '?'}" for n in unknown)
         raise HarnessError(f"lm-evaluation-harness knows no task {', '.join(unknown)} ({hints}); "
                            "list them with `lm_eval ls tasks`")
+
+
+def _parts(name: str) -> frozenset[str]:
+    return frozenset("bn" if p in ("bangla", "bengali") else p for p in name.lower().split("_"))
+
+
+def _similar(name: str, known: set[str]) -> list[str]:
+    """Known names with the same words in any order ("bangla_piqa" -> "piqa_bn"), else the closest spellings."""
+    same = sorted(k for k in known if _parts(k) == _parts(name))
+    return same or difflib.get_close_matches(name, known, 3, 0.6)
 
 
 def run_tasks(hf_dir: str | Path, names: Sequence[str], settings: HarnessSettings, manager=None) -> dict[str, Any]:
