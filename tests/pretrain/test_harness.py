@@ -55,6 +55,7 @@ def test_the_local_task_runs_through_the_harness_on_an_export_into_eval_json(tin
     assert r["stderr"]["acc"] > 0
 
 
+@pytest.mark.slow  # indexing the harness's tasks takes seconds
 def test_an_unknown_task_is_refused_with_the_closest_names(tiny_export, tmp_path, capsys):
     assert main(["eval", "--hf", str(tiny_export), "--tasks", "bangla_piqa", "--out", str(tmp_path / "e.json")]) == 2
     err = capsys.readouterr().err
