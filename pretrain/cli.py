@@ -2,7 +2,9 @@
 
     pretrain launch --config tiny|bangla-0.4b|CONFIG.json --data SHARDS --out RUN [--resume] [--max-steps N]
                     [--time-budget-s S] [--set section.field=value ...] [--inject-fault KIND@STEP ...]
-    pretrain eval --run RUN [--checkpoint PATH] [--max-tokens N]
+    pretrain eval --run RUN [--checkpoint PATH] [--max-tokens N] [--text LANG=PATH ...] [--tasks T1,T2]
+    pretrain eval --checkpoint CKPT | --hf DIR  --text LANG=PATH ... [--tasks T1,T2] --out FILE.json
+                                                                                     (pretrain.downstream)
     pretrain bench --config tiny|bangla-0.4b [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.bench)
     pretrain export --checkpoint CKPT --out DIR [--tokenizer SPEC]                          (pretrain.export)
 
@@ -79,16 +81,21 @@ def _supervisor_args(args) -> list[str]:
 
 
 def _eval_parser(sub) -> None:
-    p = _subparser(sub, "eval", "per-language evaluation of a run against its random-init twin",
+    from pretrain import downstream
+
+    p = _subparser(sub, "eval", "per-language evaluation of a run against its random-init twin; bits per byte on "
+                   "any text; lm-evaluation-harness tasks",
                    "Per-language loss, bits per byte and per character of a checkpoint against its random-init "
-                   "twin; writes RUN/eval.json and eval.png.")
-    p.add_argument("--run", required=True, metavar="DIR", help="the run directory")
+                   "twin (RUN/eval.json, eval.png); bits per byte and character on any text (--text), for a "
+                   "checkpoint or any HF causal-LM folder (--hf); lm-evaluation-harness tasks (--tasks).")
+    p.add_argument("--run", metavar="DIR", help="run directory: its validation split against the random-init twin")
     p.add_argument("--checkpoint", metavar="CHECKPOINT", help="checkpoint file (default: the run's latest)")
     p.add_argument("--data", metavar="DIR", help="shard directory (default: the run's)")
     p.add_argument("--max-tokens", type=int, default=0, metavar="N", help="targets per language (0 = all)")
     p.add_argument("--samples", type=int, default=3, metavar="N", help="sampled continuations per language")
     p.add_argument("--device", default="auto", metavar="DEVICE", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--micro-batch", type=int, default=0, metavar="N", help="sequences per forward pass (0: the run's)")
+    downstream.add_arguments(p)
 
 
 def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfig:
@@ -256,12 +263,20 @@ def main(argv: list[str] | None = None) -> int:
             return (bench if args.command == "bench" else export).main(args)
         if args.command == "launch":
             return launch(args, _supervisor_args(args))
+        from pretrain.downstream import format_downstream, plan_from_args, run_plan
         from pretrain.evaluate import evaluate_run, format_report
 
-        report = evaluate_run(args.run, checkpoint=args.checkpoint, data=args.data, max_tokens=args.max_tokens,
-                              samples=args.samples, device=args.device, micro_batch=args.micro_batch)
-        print(format_report(report))
-        print(f"wrote {Path(args.run) / 'eval.json'} and eval.png")
+        plan = plan_from_args(args)  # texts and task names are checked before any model runs
+        report = None
+        if args.run:
+            report = evaluate_run(args.run, checkpoint=args.checkpoint, data=args.data, max_tokens=args.max_tokens,
+                                  samples=args.samples, device=args.device, micro_batch=args.micro_batch)
+            print(format_report(report))
+            print(f"wrote {Path(args.run) / 'eval.json'} and eval.png")
+        if plan is not None:
+            report = run_plan(plan, report)
+            print(format_downstream(report))
+            print(f"wrote {plan.out}")
         return 0
     except (DataError, CheckpointError, FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"pretrain: error: {e}", file=sys.stderr)

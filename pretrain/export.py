@@ -4,7 +4,7 @@
 
 The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
 :mod:`pretrain.reference`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
-``export.json`` (where it came from). Users then evaluate with their usual tools::
+``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.model_card`). Users then evaluate with their usual tools::
 
     model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from fertility.fileio import file_sha256, staging_dir, write_json
+from fertility.fileio import atomic_write_text, file_sha256, staging_dir, write_json
 from pretrain.model import GPT, GPTConfig
 from pretrain.reference import to_hf
 
@@ -82,8 +82,11 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
-                      dtype: str = "fp32") -> Path:
-    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``."""
+                      dtype: str = "fp32", eval_json: str | Path | None = None, data: str | None = None) -> Path:
+    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``.
+    Its README.md is the model card (:mod:`pretrain.model_card`), from ``eval_json`` (default RUN/eval.json)
+    and the shard manifest in ``data`` (default the run's)."""
+    from pretrain import model_card
     from pretrain.checkpoint import load_checkpoint
 
     checkpoint, out = Path(checkpoint), Path(out)
@@ -99,15 +102,22 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
     tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
     hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
+    if eval_json is not None and not Path(eval_json).is_file():
+        raise ExportError(f"--eval {eval_json}: no such file")
+    sha256 = file_sha256(checkpoint)
+    card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
+                                               tokenizer_spec=spec, dtype=dtype,
+                                               eval_json=Path(eval_json) if eval_json else None, data=data))
 
     with staging_dir(out) as staging:
         hf.save_pretrained(staging)
         tok.save_pretrained(staging)
-        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": file_sha256(checkpoint),
+        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
                       "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         write_json(staging / "export.json", provenance)
+        atomic_write_text(staging / "README.md", card)
         if out.exists():  # made by someone else meanwhile: never overwrite
             raise ExportError(f"{out} appeared during the export; export never overwrites, pick another --out")
         staging.rename(out)
@@ -119,6 +129,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to create (must not exist)")
     p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer spec (default: the one the checkpoint names)")
     p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
+    p.add_argument("--eval", metavar="PATH", help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
+    p.add_argument("--data", metavar="DIR", help="shard directory whose manifest the card reads (default: the run's)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -127,7 +139,8 @@ def main(args: argparse.Namespace) -> int:
     from pretrain.checkpoint import CheckpointError
 
     try:
-        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype)
+        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype,
+                                eval_json=args.eval, data=args.data)
     except (ExportError, CheckpointError, TokenizerLoadError) as e:
         print(f"pretrain export: error: {e}", file=sys.stderr)
         return 2

@@ -161,3 +161,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, shards) -> Path:
+    """A 3-step `tiny` run (2 layers, d=64, context 128) on the gpt2-tokenized sample shards, for the
+    evaluation, harness and model-card tests; tests that write into a run copy it first."""
+    from pretrain.cli import main
+
+    run = tmp_path_factory.mktemp("tiny_run") / "run"
+    code = main(["launch", "--config", "tiny", "--data", str(shards), "--out", str(run), "--max-steps", "3",
+                 "--set", "model.n_layer=2", "--set", "model.n_embd=64", "--global-batch-tokens", "512",
+                 "--micro-batch", "4", "--set", "data.eval_tokens=256", "--set", "train.preflight_steps=0",
+                 "--set", "train.tensorboard=false", "--set", "train.threads=1", "--no-supervisor", "--no-eval"])
+    assert code == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory, tiny_run) -> Path:
+    """`pretrain export` of the tiny run's checkpoint (an HF folder)."""
+    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.export import export_checkpoint
+
+    return export_checkpoint(latest_checkpoint(tiny_run), tmp_path_factory.mktemp("tiny_export") / "hf")
