@@ -16,10 +16,11 @@ from tqdm.auto import tqdm
 from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.balance import Balance, balance
 from fertility.errors import InputError
+from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
 from fertility.parallel import ParallelMetrics, premium, read_parallel
 from fertility.scripts import SCRIPT_NAMES
-from fertility.text import TextError, TextSource, iter_documents
+from fertility.text import TextError, TextSource, check_source, iter_documents
 from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1
@@ -72,7 +73,8 @@ class Report:
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
-            "settings": {"reference": self.reference, "max_chars": self.max_chars},
+            "settings": {"reference": self.reference, "max_chars": self.max_chars,
+                         "unicode_version": UNICODE_VERSION, "regex_version": REGEX_VERSION},
             "texts": self.texts,
             "parallel_texts": self.parallel_texts,
             "tokenizers": [t.to_dict() for t in self.tokenizers],
@@ -95,22 +97,28 @@ def analyze(
     max_chars: int | None = None,
     tokenizer_dir: str | Path | None = None,
     progress: bool = True,
+    errors: str = "strict",
 ) -> Report:
     """Measure ``tokenizers`` (names, paths or loaded) on ``texts`` (sources, or raw strings per language).
 
     ``max_chars`` samples the first whole documents of each text source up to that many characters (and the
     same first sentences of every parallel file). ``parallel`` maps languages to line-aligned files; premiums
-    are against ``reference``. Text is read (and parallel files checked) before anything is written.
+    are against ``reference``. ``errors="skip"`` skips lines of text sources that are not UTF-8 (counted in
+    ``texts[i]["bad_utf8"]``). Every input is checked before the work starts: all tokenizers are loaded, every
+    text source is opened up to its first document, and the parallel files are read and aligned.
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
     if len(set(names)) != len(names):
         raise InputError(f"two tokenizers share a name: {names}; give each tokenizer once")
+    if not isinstance(texts, Mapping):
+        for source in texts:
+            check_source(source, errors=errors)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]
     seconds = [0.0] * len(toks)
     seen: list[tuple[str, str, dict]] = []
-    for lang, label, batches, info in _sources(texts, max_chars, progress):
+    for lang, label, batches, info in _sources(texts, max_chars, progress, errors):
         for docs in batches:
             batch = prepare_batch(docs)
             for i, tok in enumerate(toks):
@@ -136,7 +144,7 @@ def analyze(
     return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars)
 
 
-def _sources(texts, max_chars: int | None, progress: bool) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
+def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
     """(language, label, batches of documents, info dict filled in as the batches are consumed)."""
     if isinstance(texts, Mapping):
         for lang, docs in texts.items():
@@ -153,7 +161,8 @@ def _sources(texts, max_chars: int | None, progress: bool) -> Iterator[tuple[str
         info: dict = {}
         bar = tqdm(total=max_chars, unit="char", unit_scale=True, desc=f"{source.lang}: {Path(source.spec).name}",
                    disable=not progress, leave=False)
-        docs = (d.text for d in iter_documents(source, max_chars=max_chars, counters=counters))
+        docs = (d.text for d in iter_documents(source, max_chars=max_chars, errors=errors,
+                                                          counters=counters))
         yield source.lang, source.spec, _chunks(docs, bar), info
         bar.close()
         info.update(field=source.field, documents=counters.get("documents", 0), chars=counters.get("chars", 0),

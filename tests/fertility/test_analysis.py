@@ -75,3 +75,28 @@ def test_trap_rules_and_causes():
     assert trap.rule == "low_chars_per_token" and "vocabulary has few tokens" in trap.cause
     # too little text to judge
     assert find_traps({"Latin": latin, "Bengali": Metrics(chars=50, tokens=100.0, pretokens=90.0)}) == []
+
+
+def test_progress_moves_on_one_endless_line(tmp_path, gpt2, monkeypatch):
+    import fertility.analysis
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 2048)
+    monkeypatch.setattr(fertility.analysis, "BATCH_CHARS", 3000)
+    p = tmp_path / "one-line.txt"
+    p.write_text(" ".join(["আমি বাংলায় গান গাই"] * 2000))  # about 100 kB, no newline
+    updates = []
+    monkeypatch.setattr(fertility.analysis, "tqdm", lambda **kw: _Bar(updates))
+    report = fertility.analyze([gpt2], [fertility.TextSource("bn", str(p))], progress=True)
+    assert len(updates) > 10 and sum(updates) == report.tokenizers[0].languages["bn"].chars
+
+
+class _Bar:
+    def __init__(self, updates):
+        self.updates = updates
+
+    def update(self, n):
+        self.updates.append(n)
+
+    def close(self):
+        pass
