@@ -16,10 +16,10 @@ import argparse
 import time
 from pathlib import Path
 
-from fertility.adapters import load_tokenizer
 from fertility.analysis import BATCH_CHARS
 from fertility.metrics import count_tokens, prepare_batch
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 FILES = {"bn": SAMPLE / "bn" / "literature-bnarchive.txt.gz", "en": SAMPLE / "en" / "wiki-en-chinapedia.txt.gz"}

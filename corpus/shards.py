@@ -90,7 +90,7 @@ def read_shard(path: str | os.PathLike) -> np.ndarray:
 
 @dataclass
 class TokenizerInfo:
-    """The tokenizer the shards were made with. ``spec`` is what `fertility.adapters.load_tokenizer` takes."""
+    """The tokenizer the shards were made with. ``spec`` is what `fertility.tokenizers.load_tokenizer` takes."""
 
     spec: str
     sha256: str

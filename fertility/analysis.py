@@ -13,14 +13,14 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.balance import Balance, balance
 from fertility.errors import InputError
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
-from fertility.parallel import ParallelMetrics, premium, read_parallel
+from fertility.premium import ParallelMetrics, premium, read_parallel
 from fertility.scripts import SCRIPT_NAMES
 from fertility.text import TextError, TextSource, check_source, iter_documents
+from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 from fertility.analysis import analyze
 from fertility.errors import InputError
 from fertility.fileio import OutputPathError, check_output_dir
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
+from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
 
 def build_parser() -> argparse.ArgumentParser:

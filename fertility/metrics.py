@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fertility.adapters import Tokenizer, worker_pool
 from fertility.scripts import SCRIPT_NAMES, ScriptedBatch, is_mark, is_space, scripted_batch
+from fertility.tokenizers import Tokenizer, worker_pool
 
 N_SCRIPTS = len(SCRIPT_NAMES)
 COUNT_FIELDS = (

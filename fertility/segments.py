@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
-from fertility.adapters import Tokenizer
 from fertility.graphemes import clusters
+from fertility.tokenizers import Tokenizer
 
 
 @dataclass(frozen=True)

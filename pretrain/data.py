@@ -86,10 +86,10 @@ def open_dataset(path: str | Path) -> Dataset:
 
 def tokenizer_fingerprint(spec: str) -> str:
     """The sha256 a tokenizer is identified by: a 64-hex string as given, else the fingerprint of the
-    tokenizer ``spec`` loads (`fertility.adapters.load_tokenizer`; the manifest stores the same)."""
+    tokenizer ``spec`` loads (`fertility.tokenizers.load_tokenizer`; the manifest stores the same)."""
     if re.fullmatch(r"[0-9a-fA-F]{64}", spec):
         return spec.lower()
-    from fertility.adapters import load_tokenizer
+    from fertility.tokenizers import load_tokenizer
 
     return load_tokenizer(spec).fingerprint
 

@@ -90,7 +90,7 @@ def language_metrics(model: torch.nn.Module, dataset: Dataset, seq_len: int, max
 def _tokenizer(dataset: Dataset):
     """The manifest's tokenizer for decoding samples, or None if it cannot be loaded or is not the same."""
     try:
-        from fertility.adapters import load_tokenizer
+        from fertility.tokenizers import load_tokenizer
 
         tok = load_tokenizer(dataset.manifest.tokenizer.spec)
     except Exception:  # any load failure only costs the sample texts

@@ -59,7 +59,7 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
-    from fertility.adapters import HFTokenizer, load_tokenizer
+    from fertility.tokenizers import HFTokenizer, load_tokenizer
 
     tok = load_tokenizer(spec)
     if tok.fingerprint != expected_sha256:
@@ -128,7 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Export from parsed ``pretrain export`` arguments."""
-    from fertility.adapters import TokenizerLoadError
+    from fertility.tokenizers import TokenizerLoadError
     from pretrain.checkpoint import CheckpointError
 
     try:

@@ -5,7 +5,7 @@ import pytest
 import fertility
 from fertility.balance import balance
 from fertility.metrics import Metrics
-from fertility.parallel import ParallelError, premium, read_parallel
+from fertility.premium import ParallelError, premium, read_parallel
 from fertility.traps import find_traps
 
 

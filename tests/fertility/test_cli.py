@@ -118,7 +118,7 @@ def test_python_dash_m(tmp_path, sample_dir):
 
 def test_input_error_classes_share_one_base():
     from fertility import InputError, TextError, TokenizerLoadError
-    from fertility.parallel import ParallelError
+    from fertility.premium import ParallelError
 
     for cls in (TextError, TokenizerLoadError, ParallelError):
         assert issubclass(cls, InputError) and issubclass(cls, ValueError)

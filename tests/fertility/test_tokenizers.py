@@ -2,7 +2,7 @@ import gzip
 
 import pytest
 
-from fertility.adapters import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
+from fertility.tokenizers import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
 
 SENTENCE = "আমি বাংলায় গান গাই। I sing in Bengali."
 
@@ -34,7 +34,7 @@ def test_shipped_gpt2_byte_spans_tile_the_text(gpt2):
 def test_shipped_o200k_matches_tiktoken_and_published_hash(o200k, shipped_tokenizers):
     import tiktoken
 
-    from fertility.adapters import O200K_PATTERN, read_tiktoken_ranks
+    from fertility.tokenizers import O200K_PATTERN, read_tiktoken_ranks
 
     ranks = read_tiktoken_ranks(shipped_tokenizers / "o200k_base" / "o200k_base.tiktoken.gz")
     ref = tiktoken.Encoding("ref", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens={})
@@ -96,7 +96,7 @@ def test_each_kind_matches_its_own_library(shared_tok, shared_tokenizers, name, 
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
 
-        from fertility.adapters import CL100K_PATTERN, LLAMA3_PATTERN
+        from fertility.tokenizers import CL100K_PATTERN, LLAMA3_PATTERN
 
         pattern = CL100K_PATTERN if name == "cl100k_base" else LLAMA3_PATTERN
         ref = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
@@ -187,8 +187,9 @@ def test_split_regex_pretokenizer_equals_the_library(sample_dir):
 
     from tokenizers import Regex, pre_tokenizers
 
-    from fertility.adapters import QWEN_PATTERN, _pretokenizer_regex
     from fertility.text import iter_documents
+    from fertility.tokenizers import QWEN_PATTERN
+    from fertility.tokenizers.hf import _pretokenizer_regex
 
     library = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fertility.adapters import Tokenizer
 from fertility.text import Document, TextError, TextSource, iter_documents
+from fertility.tokenizers import Tokenizer
 
 ENCODE_BATCH = 1024
 
