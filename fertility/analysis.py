@@ -16,8 +16,9 @@ from tqdm.auto import tqdm
 from fertility.balance import Balance, balance
 from fertility.errors import InputError
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
-from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
+from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
 from fertility.premium import ParallelMetrics, premium, read_parallel
+from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.text import TextError, TextSource, check_source, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
@@ -69,11 +70,12 @@ class Report:
     parallel_texts: dict[str, str] = field(default_factory=dict)
     reference: str = "en"
     max_chars: int | None = None
+    detail_every: int = 1
 
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
-            "settings": {"reference": self.reference, "max_chars": self.max_chars,
+            "settings": {"reference": self.reference, "max_chars": self.max_chars, "detail_every": self.detail_every,
                          "unicode_version": UNICODE_VERSION, "regex_version": REGEX_VERSION},
             "texts": self.texts,
             "parallel_texts": self.parallel_texts,
@@ -98,6 +100,7 @@ def analyze(
     tokenizer_dir: str | Path | None = None,
     progress: bool = True,
     errors: str = "strict",
+    detail_every: int = 1,
 ) -> Report:
     """Measure ``tokenizers`` (names, paths or loaded) on ``texts`` (sources, or raw strings per language).
 
@@ -106,6 +109,8 @@ def analyze(
     are against ``reference``. ``errors="skip"`` skips lines of text sources that are not UTF-8 (counted in
     ``texts[i]["bad_utf8"]``). Every input is checked before the work starts: all tokenizers are loaded, every
     text source is opened up to its first document, and the parallel files are read and aligned.
+    ``detail_every=k`` analyses one block of text in ``k`` in detail and the rest for its totals only
+    (:mod:`fertility.sampling`); 1 (the default) analyses everything.
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
@@ -115,33 +120,111 @@ def analyze(
         for source in texts:
             check_source(source, errors=errors)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
+    if detail_every < 1:
+        raise InputError(f"detail_every={detail_every}: expected 1 (everything in detail) or more")
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]
+    stats: list[dict[str, BlockStats]] = [{} for _ in toks]
+    tokens: list[dict[str, int]] = [{} for _ in toks]
+    totals: dict[str, Totals] = {}
+    blocks: dict[str, list[int]] = {}  # language -> [block index, characters in that block so far]
     seconds = [0.0] * len(toks)
     seen: list[tuple[str, str, dict]] = []
     for lang, label, batches, info in _sources(texts, max_chars, progress, errors):
+        total = totals.setdefault(lang, Totals())
         for docs in batches:
-            batch = prepare_batch(docs)
+            total.documents += len(docs)
+            total.chars += sum(map(len, docs))
+            total.bytes += sum(len(d.encode("utf-8")) for d in docs)
+            if detail_every == 1:
+                units = [docs]
+            else:
+                units = _sampled_blocks(docs, blocks.setdefault(lang, [0, 0]), detail_every)
+            prepared = [prepare_batch(u) for u in units]
             for i, tok in enumerate(toks):
                 start = time.perf_counter()
-                counts = count_tokens(tok, batch)
-                per_lang[i].setdefault(lang, Counts(tok.vocab_size)).add(counts)
+                if detail_every > 1:  # the exact token count of every document: the encoder's own call
+                    tokens[i][lang] = tokens[i].get(lang, 0) + sum(map(len, tok.encode_ids(docs)))
+                lang_counts = per_lang[i].setdefault(lang, Counts(tok.vocab_size))
+                for batch in prepared:
+                    counts = count_tokens(tok, batch)
+                    lang_counts.add(counts)
+                    if detail_every > 1:
+                        stats[i].setdefault(lang, BlockStats()).add_block(counts)
                 seconds[i] += time.perf_counter() - start
         seen.append((lang, label, info))  # info is complete once the source is exhausted
     text_info = [{"lang": lang, "source": label, **info} for lang, label, info in seen]
 
     reports = []
     for i, tok in enumerate(toks):
-        languages = {lang: c.total_metrics() for lang, c in per_lang[i].items()}
-        all_text = Counts(tok.vocab_size)
-        for c in per_lang[i].values():
-            all_text.add(c)
-        scripts = {SCRIPT_NAMES[s]: all_text.script_metrics(s) for s in all_text.scripts()}
+        if detail_every == 1:  # everything was analysed: the detail's token count is the total
+            tokens[i] = {lang: c.token_total for lang, c in per_lang[i].items()}
+        languages, scripts = _metrics(per_lang[i], stats[i], totals, tokens[i], tok.vocab_size)
         start = time.perf_counter()
         par = premium(tok, parallel_text, reference) if parallel_text else {}
         seconds[i] += time.perf_counter() - start
         reports.append(TokenizerReport(tok.name, tok.kind, tok.path, tok.fingerprint, tok.vocab_size, languages,
                                        scripts, par, find_traps(scripts), balance(languages), seconds[i]))
-    return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars)
+    return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars,
+                  detail_every)
+
+
+def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[list[str]]:
+    """The documents of ``docs`` that fall in sampled blocks, one list per block (see fertility.sampling).
+
+    ``state`` is the language's [block index, characters in the current block], carried across batches.
+    """
+    units: list[list[str]] = []
+    current = -1
+    for d in docs:
+        if state[0] % every == 0:
+            if current != state[0]:
+                units.append([])
+                current = state[0]
+            units[-1].append(d)
+        state[1] += len(d)
+        if state[1] >= BLOCK_CHARS:
+            state[0] += 1
+            state[1] = 0
+    return units
+
+
+def _metrics(per_lang: dict[str, Counts], stats: dict[str, BlockStats], totals: dict[str, Totals],
+             tokens: dict[str, int], vocab_size: int) -> tuple[dict[str, Metrics], dict[str, Metrics]]:
+    """Per-language and per-script metrics, scaled to the exact totals where only a sample was analysed."""
+    languages: dict[str, Metrics] = {}
+    script_parts: dict[int, list[Metrics]] = {}
+    all_sample = Counts(vocab_size)
+    merged = BlockStats()
+    sampled_chars = all_chars = 0
+    for lang, c in per_lang.items():
+        t = totals[lang]
+        exact = Totals(t.documents, t.chars, t.bytes, tokens[lang])
+        sample = c.total_metrics()
+        share = sample.chars / t.chars if t.chars else 1.0
+        m = scaled(sample, exact, sample)
+        if lang in stats:
+            m.sample_share = share
+            m.ci95 = intervals(stats[lang], -1, share, exact=("chars_per_token", "bytes_per_token"))
+            merged.merge(stats[lang])
+        languages[lang] = m
+        for sid in c.scripts():
+            script_parts.setdefault(sid, []).append(scaled(c.script_metrics(sid), exact, sample))
+        all_sample.add(c)
+        sampled_chars += sample.chars
+        all_chars += t.chars
+    share = sampled_chars / all_chars if all_chars else 1.0
+    documents = sum(t.documents for t in totals.values())
+    scripts = {}
+    for sid in all_sample.scripts():
+        m = Metrics(documents=documents, vocab_types_used=all_sample.script_metrics(sid).vocab_types_used)
+        for part in script_parts[sid]:
+            for name in COUNT_FIELDS:
+                setattr(m, name, getattr(m, name) + getattr(part, name))
+        if merged.blocks:
+            m.sample_share = share
+            m.ci95 = intervals(merged, sid, share)
+        scripts[SCRIPT_NAMES[sid]] = m
+    return languages, scripts
 
 
 def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:

@@ -17,6 +17,9 @@ from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
+# One block in 64 in detail keeps a report within 1.25x of the encoder's own time (benchmarks/bench_fertility.py).
+DEFAULT_DETAIL_EVERY = 64
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fertility", description="How tokenizers treat each script and language.")
@@ -35,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
     rep.add_argument("--out", required=True, metavar="DIR", help="the report folder (replaced only on success)")
+    rep.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY, metavar="K",
+                     help="analyse one block of text in K in detail (scripts, clusters, words, ceilings: estimates "
+                          "with 95%% intervals) and every document for its exact chars/bytes/tokens; 1: all in detail "
+                          f"(default {DEFAULT_DETAIL_EVERY})")
     rep.add_argument("--skip-bad-utf8", action="store_true",
                      help="skip lines of --text files that are not UTF-8 (counted in report.json) instead of stopping")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -59,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
         report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
                          reference=args.reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
-                         progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict")
+                         progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
+                         detail_every=args.detail_every)
     except (InputError, OutputPathError) as e:  # bad input or a refused --out; not bugs
         print(f"fertility: error: {e}", file=sys.stderr)
         return 2

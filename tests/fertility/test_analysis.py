@@ -100,3 +100,36 @@ class _Bar:
 
     def close(self):
         pass
+
+
+def test_sampled_detail_keeps_exact_totals_and_states_its_error(gpt2, sample_dir):
+    docs = [d.text for d in fertility.iter_documents(str(sample_dir / "bn" / "literature-bnarchive.txt.gz"),
+                                                     max_chars=200_000)]
+    exact = fertility.analyze([gpt2], {"bn": docs}, progress=False).tokenizers[0]
+    sampled = fertility.analyze([gpt2], {"bn": docs}, progress=False, detail_every=4).tokenizers[0]
+    e, s = exact.languages["bn"], sampled.languages["bn"]
+    # every document is encoded: the totals and chars/token are exact
+    assert (s.documents, s.chars, s.bytes, s.tokens) == (e.documents, e.chars, e.bytes, e.tokens)
+    assert s.chars_per_token == e.chars_per_token and s.bytes_per_token == e.bytes_per_token
+    assert e.sample_share == 1.0 and e.ci95 == {}
+    assert 0.15 < s.sample_share < 0.5
+    assert "chars_per_token" not in s.ci95 and s.ci95["pretoken_ceiling"] > 0
+    for rate in ("pretoken_ceiling", "graphemes_per_token", "broken_grapheme_rate", "tokens_per_word"):
+        # the estimate lies within a few of its stated half-widths of the exact value
+        assert abs(getattr(s, rate) - getattr(e, rate)) <= 3 * s.ci95[rate] + 1e-9, rate
+    # per-script counts are scaled to add up to the exact totals
+    assert sum(m.tokens for m in sampled.scripts.values()) == pytest.approx(e.tokens)
+    assert sum(m.chars for m in sampled.scripts.values()) == pytest.approx(e.chars, abs=len(sampled.scripts))
+    assert sampled.scripts["Bengali"].ci95["chars_per_token"] is not None
+
+
+def test_sampled_blocks_are_systematic_and_carry_across_batches():
+    from fertility.analysis import _sampled_blocks
+    from fertility.sampling import BLOCK_CHARS
+
+    docs = ["x" * (BLOCK_CHARS // 2)] * 12  # two documents per block: blocks 0..5
+    state = [0, 0]
+    first = _sampled_blocks(docs[:5], state, 3)  # blocks 0, 1 and half of 2
+    rest = _sampled_blocks(docs[5:], state, 3)
+    assert [len(u) for u in first] == [2] and [len(u) for u in rest] == [2]  # blocks 0 and 3
+    assert state == [6, 0]
