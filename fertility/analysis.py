@@ -20,6 +20,7 @@ from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepa
 from fertility.premium import ParallelMetrics, premium, read_parallel
 from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
+from fertility.segments import TokenSegment, token_segments
 from fertility.text import TextError, TextSource, check_source, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.traps import Trap, find_traps
@@ -27,6 +28,8 @@ from fertility.traps import Trap, find_traps
 SCHEMA_VERSION = 1
 BATCH_CHARS = 200_000
 BATCH_DOCS = 4096
+SAMPLE_SENTENCES = 3
+SAMPLE_CHARS = 160
 
 
 @dataclass
@@ -44,6 +47,7 @@ class TokenizerReport:
     traps: list[Trap]
     balance: Balance
     seconds: float
+    samples: dict[str, list[list[TokenSegment]]] = field(default_factory=dict)  # the viewer's sentences' tokens
 
     def to_dict(self) -> dict:
         return {
@@ -58,6 +62,8 @@ class TokenizerReport:
             "parallel": {k: p.to_dict() for k, p in self.parallel.items()},
             "balance": self.balance.to_dict(),
             "traps": [t.to_dict() for t in self.traps],
+            "sample_tokens": {lang: [[[t.token_id, t.byte_start, t.byte_end, t.cuts_cluster] for t in sentence]
+                                     for sentence in sentences] for lang, sentences in self.samples.items()},
         }
 
 
@@ -71,6 +77,7 @@ class Report:
     reference: str = "en"
     max_chars: int | None = None
     detail_every: int = 1
+    samples: dict[str, list[str]] = field(default_factory=dict)  # a few sentences per language (the viewer)
 
     def to_dict(self) -> dict:
         return {
@@ -79,6 +86,7 @@ class Report:
                          "unicode_version": UNICODE_VERSION, "regex_version": REGEX_VERSION},
             "texts": self.texts,
             "parallel_texts": self.parallel_texts,
+            "samples": self.samples,
             "tokenizers": [t.to_dict() for t in self.tokenizers],
         }
 
@@ -128,10 +136,12 @@ def analyze(
     totals: dict[str, Totals] = {}
     blocks: dict[str, list[int]] = {}  # language -> [block index, characters in that block so far]
     seconds = [0.0] * len(toks)
+    samples: dict[str, list[str]] = {}
     seen: list[tuple[str, str, dict]] = []
     for lang, label, batches, info in _sources(texts, max_chars, progress, errors):
         total = totals.setdefault(lang, Totals())
         for docs in batches:
+            _add_samples(samples.setdefault(lang, []), docs)
             total.documents += len(docs)
             total.chars += sum(map(len, docs))
             total.bytes += sum(len(d.encode("utf-8")) for d in docs)
@@ -162,10 +172,24 @@ def analyze(
         start = time.perf_counter()
         par = premium(tok, parallel_text, reference) if parallel_text else {}
         seconds[i] += time.perf_counter() - start
+        viewer = {lang: [token_segments(tok, text) for text in texts] for lang, texts in samples.items()}
         reports.append(TokenizerReport(tok.name, tok.kind, tok.path, tok.fingerprint, tok.vocab_size, languages,
-                                       scripts, par, find_traps(scripts), balance(languages), seconds[i]))
+                                       scripts, par, find_traps(scripts), balance(languages), seconds[i], viewer))
     return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars,
-                  detail_every)
+                  detail_every, samples)
+
+
+def _add_samples(kept: list[str], docs: list[str]) -> None:
+    """Keep the first ``SAMPLE_SENTENCES`` documents of a language, each cut to about ``SAMPLE_CHARS``
+    characters after a space, for the token viewer."""
+    for doc in docs:
+        if len(kept) >= SAMPLE_SENTENCES:
+            return
+        text = doc.strip()
+        if len(text) > SAMPLE_CHARS:
+            cut = text.rfind(" ", 0, SAMPLE_CHARS)
+            text = text[: cut if cut > SAMPLE_CHARS // 2 else SAMPLE_CHARS]
+        kept.append(text)
 
 
 def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[list[str]]:
