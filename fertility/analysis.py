@@ -17,7 +17,7 @@ from fertility.balance import Balance, balance
 from fertility.errors import InputError
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
-from fertility.premium import ParallelMetrics, premium, read_parallel
+from fertility.premium import ParallelError, ParallelMetrics, premium, read_parallel
 from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
@@ -128,6 +128,9 @@ def analyze(
         for source in texts:
             check_source(source, errors=errors)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
+    if parallel_text and reference not in parallel_text.sentences:
+        raise ParallelError(f"reference language {reference!r} is not among the parallel files "
+                            f"({', '.join(parallel_text.sentences)}); pass --parallel {reference}=PATH or --reference")
     if detail_every < 1:
         raise InputError(f"detail_every={detail_every}: expected 1 (everything in detail) or more")
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]

@@ -13,6 +13,7 @@ import sys
 from fertility.analysis import analyze
 from fertility.errors import InputError
 from fertility.fileio import OutputPathError, check_output_dir
+from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
@@ -32,7 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH",
                      help="line-aligned parallel text, one file per language (for the premium); "
                           "without --text, the parallel files are also the text measured per language")
-    rep.add_argument("--reference", default="en", help="the parallel language premiums are measured against")
+    rep.add_argument("--flores", default=None, metavar="DIR",
+                     help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
+                          "premiums against eng_Latn unless --reference names another FLORES code")
+    rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+    rep.add_argument("--reference", default=None,
+                     help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
     rep.add_argument("--max-chars", type=int, default=None, metavar="N",
                      help="read only the first N characters (whole documents) of each source")
     rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
@@ -60,12 +66,17 @@ def main(argv: list[str] | None = None) -> int:
             if source.lang in parallel:
                 raise TextError(f"--parallel {arg}: language {source.lang!r} given twice")
             parallel[source.lang] = source
+        if args.flores:
+            if parallel:
+                raise TextError("--flores and --parallel: give one source of parallel text")
+            parallel = flores_sources(args.flores, args.flores_split)
+        reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
         if not texts and not parallel:
-            raise TextError("no text: pass --text LANG=PATH and/or --parallel LANG=PATH")
+            raise TextError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
         if args.max_chars is not None and args.max_chars <= 0:
             raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
         report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
-                         reference=args.reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
+                         reference=reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
                          progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
                          detail_every=args.detail_every)
     except (InputError, OutputPathError) as e:  # bad input or a refused --out; not bugs

@@ -193,3 +193,39 @@ def test_non_utf8_names_the_character_column_and_a_cli_way_out(tmp_path, capsys)
     code, _, err = run(["--tokenizer", "gpt2", "--text", f"bn={bad}", "--skip-bad-utf8", "--out", str(out)], capsys)
     assert code == 0, err
     assert json.loads((out / "report.json").read_text())["texts"][0]["bad_utf8"] == 1
+
+
+def fake_flores(root, sample_dir):
+    """A FLORES-200 shaped folder: the shipped bn/en parallel sample, and a third language (the English lines
+    upper-cased) under FLORES codes, in devtest/ and dev/."""
+    bn = gzip.decompress((sample_dir / "parallel" / "ben_Beng.txt.gz").read_bytes()).decode().splitlines()[:40]
+    en = gzip.decompress((sample_dir / "parallel" / "eng_Latn.txt.gz").read_bytes()).decode().splitlines()[:40]
+    for split in ("dev", "devtest"):
+        (root / split).mkdir(parents=True)
+        for code, lines in (("ben_Beng", bn), ("eng_Latn", en), ("xxx_Latn", [x.upper() for x in en])):
+            (root / split / f"{code}.{split}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_flores_folder_reports_every_language_against_english(tmp_path, sample_dir, capsys):
+    flores = fake_flores(tmp_path / "flores200_dataset", sample_dir)
+    out = tmp_path / "rep"
+    code, stdout, err = run(["--tokenizer", "gpt2", "--flores", str(flores), "--out", str(out)], capsys)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["reference"] == "eng_Latn"
+    par = report["tokenizers"][0]["parallel"]
+    assert sorted(par) == ["ben_Beng", "eng_Latn", "xxx_Latn"] and par["eng_Latn"]["premium"] == 1.0
+    assert par["ben_Beng"]["premium"] > 2 and par["xxx_Latn"]["premium"] > 1
+    assert sorted(report["tokenizers"][0]["languages"]) == ["ben_Beng", "eng_Latn", "xxx_Latn"]
+    assert "ben_Beng premium" in (out / "report.md").read_text()
+
+
+def test_flores_errors_come_before_any_work(tmp_path, sample_dir, capsys):
+    code, _, err = run(["--tokenizer", "gpt2", "--flores", str(tmp_path / "nope"), "--out", str(tmp_path / "r")],
+                       capsys)
+    assert code == 2 and "no devtest/*.devtest files" in err
+    flores = fake_flores(tmp_path / "f", sample_dir)
+    code, _, err = run(["--tokenizer", "gpt2", "--flores", str(flores), "--reference", "en",
+                        "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and "reference language 'en' is not among" in err and not (tmp_path / "r").exists()
