@@ -251,3 +251,20 @@ def test_forked_child_encodes_with_its_own_threads(o200k):
 
 def _count_in_child(tok, text):
     return int(tok.encode_spans([text]).counts.sum())
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["bnlp-bn-spm", "gemma3", "llama2", "mistral-v1"])
+def test_sentencepiece_spans_from_lengths_equal_the_librarys_offsets(shared_tok, sample_dir, name):
+    import numpy as np
+
+    from fertility.text import iter_documents
+
+    tok = shared_tok(name)
+    docs = [d.text for p in ("bn/literature-bnarchive.txt.gz", "en/wiki-en-chinapedia.txt.gz")
+            for d in iter_documents(str(sample_dir / p), max_chars=20_000)]
+    # normalised away (NFKC ligature, full-width, doubled and leading spaces), UNK, byte fallback
+    docs += ["  two  spaces ", "ﬁne ＡＢＣ", "漢字 emoji 👍🏽", " lead", "\tx", "a\u00a0b", "x"]
+    fast, library = tok.encode_spans(docs), tok._library_spans(docs)
+    for field in ("ids", "starts", "ends", "counts"):
+        assert np.array_equal(getattr(fast, field), getattr(library, field)), field
