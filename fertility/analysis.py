@@ -29,7 +29,8 @@ SCHEMA_VERSION = 1
 BATCH_CHARS = 200_000
 BATCH_DOCS = 4096
 SAMPLE_SENTENCES = 3
-SAMPLE_CHARS = 160
+SAMPLE_CHARS = 120
+MIN_SAMPLE_LETTERS = 12
 
 
 @dataclass
@@ -183,12 +184,14 @@ def analyze(
 
 
 def _add_samples(kept: list[str], docs: list[str]) -> None:
-    """Keep the first ``SAMPLE_SENTENCES`` documents of a language, each cut to about ``SAMPLE_CHARS``
-    characters after a space, for the token viewer."""
+    """Keep the first ``SAMPLE_SENTENCES`` documents of a language with some words in them, each cut to about
+    ``SAMPLE_CHARS`` characters after a space, for the token viewer."""
     for doc in docs:
         if len(kept) >= SAMPLE_SENTENCES:
             return
         text = doc.strip()
+        if sum(ch.isalpha() for ch in text[:SAMPLE_CHARS]) < MIN_SAMPLE_LETTERS:  # a rule, a heading number
+            continue
         if len(text) > SAMPLE_CHARS:
             cut = text.rfind(" ", 0, SAMPLE_CHARS)
             text = text[: cut if cut > SAMPLE_CHARS // 2 else SAMPLE_CHARS]

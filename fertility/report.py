@@ -58,6 +58,9 @@ def terminal_table(report: Report) -> str:
     lines = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if report.detail_every > 1:
+        lines.append(f"(chars/tok and premium are exact; the other columns are estimated from one block of text in "
+                     f"{report.detail_every}: intervals in report.json, --detail-every 1 for exact figures)")
     for t in report.tokenizers:
         for trap in t.traps:
             lines.append(f"TRAP {t.name} / {trap.script} [{trap.rule}]: {trap.cause}")
@@ -195,7 +198,7 @@ def html_page(report: Report, figures: dict[str, bytes]) -> str:
              "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em}"
              "table{border-collapse:collapse;font-size:13px;margin:0.5em 0}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}"
-             "table.summary td:last-child{text-align:left}img{max-width:100%}dt{font-weight:bold}"
+             "table.summary td:last-child,table.summary th:last-child{text-align:left}img{max-width:100%}dt{font-weight:bold}"
              f"{viewer.CSS}</style></head><body>",
              "<h1>Tokenizer fertility report</h1>", f"<p>{esc(_sources_line(report))}</p>",
              "<h2 id='summary'>Summary</h2>"]

@@ -23,7 +23,7 @@ FONT_STACK = ('"Noto Sans Bengali", "Noto Serif Bengali", "Lohit Bengali", "Mukt
 COLOURS = ("#ffe0b2", "#c8e6c9", "#bbdefb", "#f8bbd0", "#d1c4e9", "#fff59d")
 
 CSS = f"""
-.viewer {{font-family: {FONT_STACK}; font-size: 20px; line-height: 2.1}}
+.viewer .tokens {{font-family: {FONT_STACK}; font-size: 20px; line-height: 2.1}}
 .viewer .sentence {{margin: 0.4em 0 1.2em}}
 .viewer .row {{display: flex; gap: 0.8em; align-items: baseline}}
 .viewer .name {{font-family: sans-serif; font-size: 12px; color: #555; min-width: 11em; text-align: right}}

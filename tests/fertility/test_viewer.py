@@ -81,7 +81,7 @@ def test_viewer_in_headless_chromium(report_page):
             # Real glyphs, not boxes: two different Bengali letters in the viewer's font draw differently
             # (missing glyphs all draw the same empty box) and draw something.
             drawn = page.evaluate("""() => {
-                const font = getComputedStyle(document.querySelector('.viewer')).fontFamily;
+                const font = getComputedStyle(document.querySelector('.viewer .tokens')).fontFamily;
                 const c = document.createElement('canvas'); c.width = 80; c.height = 80;
                 const x = c.getContext('2d');
                 const draw = ch => { x.clearRect(0, 0, 80, 80); x.font = '48px ' + font; x.fillText(ch, 8, 60);
