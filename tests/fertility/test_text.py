@@ -152,3 +152,11 @@ def test_a_jsonl_record_over_the_limit_is_refused_not_read(tmp_path, monkeypatch
     p.write_text('{"text": "ok"}\n{"text": "' + "x" * 20_000 + '"}\n')
     with pytest.raises(TextError, match=r"big\.jsonl:2: a line longer than"):
         list(iter_documents(str(p)))
+
+
+def test_a_5_mib_line_comes_as_pieces_of_at_most_2_mib(tmp_path):
+    """At the real piece size: the line is never held whole."""
+    p = tmp_path / "one-line.txt"
+    p.write_bytes(("শব্দ word " * 400_000).encode())  # 5.6 MB, no newline
+    sizes = [len(d.text.encode()) for d in iter_documents(str(p))]
+    assert len(sizes) >= 3 and max(sizes) <= 2 << 20 and sum(sizes) == p.stat().st_size
