@@ -19,8 +19,8 @@ from pathlib import Path
 
 from corpus.build import BuildConfig, build
 from corpus.ingest import IngestConfig
-from fertility.adapters import load_tokenizer
 from fertility.text import iter_documents, parse_text_arg
+from fertility.tokenizers import load_tokenizer
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 SOURCES = [f"bn={SAMPLE}/bn/literature-bnarchive.txt.gz", f"bn={SAMPLE}/bn/poems-pd-banglakosh.txt.gz",

@@ -35,8 +35,8 @@ from corpus.shards import (
     encode_shard,
     read_header,
 )
-from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.text import TextSource, parse_text_arg
+from fertility.tokenizers import Tokenizer, load_tokenizer
 
 WORK_DIR = ".work"
 PACK_PROGRESS = "pack.json"

@@ -16,8 +16,8 @@ from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.report import corpus_table
 from corpus.shards import Manifest, ShardError
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
-from fertility.adapters import TokenizerLoadError
 from fertility.text import TextError
+from fertility.tokenizers import TokenizerLoadError
 
 
 def _count(text: str) -> int:

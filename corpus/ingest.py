@@ -29,9 +29,9 @@ from tqdm import tqdm
 
 from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes
 from corpus.dedup import DedupConfig, Deduplicator, exact_key, signatures
-from fertility.adapters import load_tokenizer
 from fertility.fileio import atomic_write_bytes
 from fertility.text import TextSource, iter_documents
+from fertility.tokenizers import load_tokenizer
 
 PROGRESS_NAME = "ingest.json"
 

@@ -94,7 +94,7 @@ def read_shard(path: str | os.PathLike) -> np.ndarray:
 
 @dataclass
 class TokenizerInfo:
-    """The tokenizer the shards were made with. ``spec`` is what `fertility.load_tokenizer` takes."""
+    """The tokenizer the shards were made with. ``spec`` is what `fertility.tokenizers.load_tokenizer` takes."""
 
     spec: str
     sha256: str
@@ -107,7 +107,7 @@ class TokenizerInfo:
         project's one fingerprint check. Raises ``TokenizerMismatch`` naming both hashes when the file is
         another tokenizer (overwritten, or the wrong one given), ``fertility.TokenizerLoadError`` when it
         cannot be loaded at all."""
-        from fertility import load_tokenizer
+        from fertility.tokenizers import load_tokenizer
 
         spec = spec or self.spec
         tok = load_tokenizer(spec)

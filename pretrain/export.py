@@ -57,7 +57,7 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
     from transformers import PreTrainedTokenizerFast
 
     from corpus.shards import TokenizerInfo, TokenizerMismatch
-    from fertility.adapters import HFTokenizer
+    from fertility.tokenizers import HFTokenizer
 
     try:
         tok = TokenizerInfo(spec=spec, sha256=expected_sha256, vocab_size=0, bos_id=bos_id).load()
@@ -135,7 +135,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Export from parsed ``pretrain export`` arguments."""
-    from fertility.adapters import TokenizerLoadError
+    from fertility.tokenizers import TokenizerLoadError
     from pretrain.checkpoint import CheckpointError
 
     try:

@@ -82,9 +82,9 @@ def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha
 
 def _measure_tokenizer(inputs: CardInputs) -> None:
     """Characters and bytes per token per language: fertility on the evaluated texts, else the manifest."""
-    from fertility.adapters import load_tokenizer
     from fertility.analysis import analyze
     from fertility.text import source_from_spec
+    from fertility.tokenizers import load_tokenizer
 
     text = inputs.evaluation.get("text")
     if text:

@@ -14,9 +14,9 @@ import torch
 
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
-from fertility.adapters import load_tokenizer
 from fertility.fileio import file_sha256
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
