@@ -40,6 +40,10 @@ def test_bench_tiny_on_cpu_measures_both_models_on_the_same_step(tmp_path, capsy
     assert ours["last_loss"] == pytest.approx(hf["last_loss"], rel=1e-4)
     assert ours["last_loss"] < ours["first_loss"]  # three AdamW steps on one batch
     assert report["arbiter"]["ok"] and report["arbiter"]["checked"] == 2 + 4 * 6
+    # The attention kernel that ran is recorded for both: SDPA's CPU flash kernel with the causal flag.
+    for r in (ours, hf):
+        assert [(a["kernel"], a["is_causal"], a["explicit_mask"]) for a in r["attention"]] == [("flash-cpu", True, False)]
+    assert ours["mode"] == hf["mode"] == "eager"
     assert report["device"]["torch"] == torch.__version__ and report["date"]
 
 
