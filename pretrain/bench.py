@@ -323,7 +323,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", metavar="N", type=int, help="tokens per sequence (default: the preset's context)")
     p.add_argument("--steps", metavar="N", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", metavar="N", type=int, default=3, help="untimed steps first (compilation, allocator)")
-    p.add_argument("--vocab-size", metavar="N", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 64)")
+    p.add_argument("--vocab-size", metavar="N", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 128)")
     p.add_argument("--device", metavar="DEVICE", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
