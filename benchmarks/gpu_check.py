@@ -70,8 +70,9 @@ def _write(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def settings():
-    """The benchmark settings every measuring stage shares, from the environment."""
+def settings(measuring: bool = True):
+    """The benchmark settings every stage shares, from the environment. A measuring stage refuses a model
+    larger than `tiny` without a GPU at once (it would only run into its time limit)."""
     from pretrain.bench import BenchSettings
     from pretrain.config import RUN_PRESETS
     from pretrain.model import model_config
@@ -82,6 +83,8 @@ def settings():
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_gpu = torch.device(device).type == "cuda"
     vocab = int(_env("GPU_CHECK_VOCAB", "50257"))
+    if measuring and config != "tiny" and not on_gpu:
+        raise SystemExit(f"gpu_check: {config} needs a GPU; torch {torch.__version__} sees none (device {device})")
     return BenchSettings(
         config=config, vocab_size=vocab,
         micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(RUN_PRESETS[config]["data"]["micro_batch"]))), accum=1,
@@ -130,7 +133,7 @@ def stage_env() -> None:
     from pretrain.bench import device_info
     from pretrain.hardware import peak_flops
 
-    s = settings()
+    s = settings(measuring=False)
     device = torch.device(s.device)
     info = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown", "python": sys.version,
             "executable": sys.executable, "platform": platform.platform(), "device": device_info(device),

@@ -53,3 +53,18 @@ def test_bench_rejects_bad_arguments(capsys):
     if not torch.cuda.is_available():
         assert cli.main(["bench", "--device", "cuda"]) == 2
         assert "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_attention_probe_tells_the_causal_flag_from_an_explicit_mask():
+    import torch.nn.functional as F
+
+    from pretrain.attention_probe import attention_kernels, describe
+
+    q = torch.randn(1, 2, 16, 8)
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    flag = attention_kernels(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    explicit = attention_kernels(lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+    assert [(a["is_causal"], a["explicit_mask"], a["calls"]) for a in flag] == [(True, False, 1)]
+    assert [(a["is_causal"], a["explicit_mask"], a["calls"]) for a in explicit] == [(False, True, 1)]
+    assert describe(flag) == "flash-cpu (causal flag)" and describe(explicit) == "flash-cpu (explicit mask)"
+    assert attention_kernels(lambda: q @ q.transpose(-1, -2)) == [] and describe([]).startswith("none seen")
