@@ -146,16 +146,12 @@ def stage_env() -> None:
 # ------------------------------------------------------------------------------------------------ steps
 
 
-def _result(r) -> dict[str, Any]:
-    return asdict(r)
-
-
 def stage_ours() -> None:
     from pretrain.bench import measure_ours
 
     s = settings()
     ours, arbiter, flops = measure_ours(s)
-    _write("ours", {"date": _now(), "settings": asdict(s), "flops_per_token": flops, "result": _result(ours),
+    _write("ours", {"date": _now(), "settings": asdict(s), "flops_per_token": flops, "result": asdict(ours),
                     "arbiter": arbiter})
 
 
@@ -165,7 +161,7 @@ def stage_hf(mode: str) -> None:
     s = settings()
     result = measure_hf(s, mode)
     data = _read("hf") or {"settings": asdict(s), "modes": {}}
-    data["modes"][mode] = {"date": _now(), **_result(result)}
+    data["modes"][mode] = {"date": _now(), **asdict(result)}
     _write("hf", data)
 
 
@@ -192,7 +188,7 @@ def stage_ab(name: str) -> None:
     entry: dict[str, Any] = {"date": _now(), "settings": asdict(s)}
     try:
         result = measure_hf(s, "whole") if name == "hf_whole" else measure_ours(s)[0]
-        entry["result"] = _result(result)
+        entry["result"] = asdict(result)
     except Exception as e:  # an answer too: out of memory, or a backend that cannot run these shapes
         entry["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
     data = _read("ab") or {"variants": {}}

@@ -31,7 +31,7 @@ AB=${GPU_CHECK_AB:-"mb2x cudnn head128 hf_whole"}
 # compiles slowly, not expectations; a typical H200 run should leave about two minutes for the A/Bs
 # (an estimate: this script has not run on a GPU yet).
 ENV_S=${GPU_CHECK_ENV_S:-60}; OURS_S=${GPU_CHECK_OURS_S:-150}; HF_EAGER_S=${GPU_CHECK_HF_EAGER_S:-90}
-HF_REGIONAL_S=${GPU_CHECK_HF_REGIONAL_S:-150}; SMOKE_S=${GPU_CHECK_SMOKE_S:-150}; AB_S=${GPU_CHECK_AB_S:-80}
+HF_REGIONAL_S=${GPU_CHECK_HF_REGIONAL_S:-150}; SMOKE_S=${GPU_CHECK_SMOKE_S:-200}; AB_S=${GPU_CHECK_AB_S:-80}
 MIN_STAGE_S=${GPU_CHECK_MIN_STAGE_S:-20}  # a stage with less time than this left is skipped
 
 exec > >(tee -a "$RESULTS_DIR/log.txt") 2>&1

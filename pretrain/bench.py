@@ -296,13 +296,13 @@ def format_report(report: BenchReport) -> str:
              f"compile {'mode=' + s.compile_mode if s.compile else 'off'}, fused AdamW {s.fused_adamw}",
              f"  step: {s.micro_batch} x {s.seq_len} tokens x {s.accum} accumulation = {s.tokens_per_step:,} tokens; "
              f"{s.steps} timed steps after {s.warmup} warm-up",
-             f"  {'model':<32}{'tokens/s':>12}{'s/step':>10}{'MFU':>8}{'peak mem':>12}{'loss first/last':>20}"]
+             f"  {'model':<44}{'tokens/s':>12}{'s/step':>10}{'MFU':>8}{'peak mem':>12}{'loss first/last':>20}"]
     for r in (report.ours, report.hf):
         if r is None:
             continue
         mfu = "n/a" if r.mfu is None else f"{100 * r.mfu:.1f}%"
         mem = "n/a" if r.peak_memory_bytes is None else f"{r.peak_memory_bytes / 2**30:.2f} GiB"
-        lines.append(f"  {r.name + ' (' + r.mode + ')':<32}{r.tokens_per_s:>12,.0f}{r.seconds_per_step:>10.4f}{mfu:>8}{mem:>12}"
+        lines.append(f"  {r.name + ' (' + r.mode + ')':<44}{r.tokens_per_s:>12,.0f}{r.seconds_per_step:>10.4f}{mfu:>8}{mem:>12}"
                      f"{r.first_loss:>10.3f}/{r.last_loss:.3f}")
     if report.ratio_tokens_per_s is not None:
         lines.append(f"  ratio ours / HF tokens/s: {report.ratio_tokens_per_s:.3f}x")
