@@ -132,3 +132,28 @@ def test_a_kill_after_the_first_measurement_leaves_it_on_disk(tmp_path):
     for path in results.iterdir():
         if path.name in FILES and path.suffix == ".json":
             json.loads(path.read_text())
+
+
+def _gpu_check_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("config", ["bangla-0.4b", "tiny"])
+def test_the_smoke_runs_are_valid_configs(config, capsys):
+    """The GPU smoke's bangla-0.4b overrides never run on CPU: their plan must at least be a valid one."""
+    from pretrain import cli
+
+    smoke = _gpu_check_module().SMOKE[config]
+    args = ["launch", "--config", config, "--dry-run", "--max-steps", str(smoke["first_steps"])]
+    for item in smoke["sets"]:
+        args += ["--set", item]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"steps       {smoke['first_steps']} of" in out
+    if config == "bangla-0.4b":
+        assert "65,536 tokens (16 sequences x 2 accumulation" in out  # gradient accumulation runs on the GPU too
