@@ -36,7 +36,7 @@ def _launch_parser(sub) -> None:
                    "per device.")
     p.add_argument("--config", metavar="PRESET|JSON", help="preset (tiny, bangla-0.4b) or a config JSON (e.g. a RUN/config.json)")
     p.add_argument("--data", metavar="DIR", help="shard directory with manifest.json (from `corpus build`)")
-    p.add_argument("--out", required=True, metavar="DIR", help="run directory (checkpoints, metrics, eval)")
+    p.add_argument("--out", metavar="DIR", help="run directory (checkpoints, metrics, eval); required unless --dry-run")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
                         "named and kept)")
@@ -61,6 +61,13 @@ def _launch_parser(sub) -> None:
                    help="options for python -m pretrain.supervisor, one string (or use the --sup-NAME options below)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation")
     p.add_argument("--preflight-only", action="store_true", help="run the preflight and stop")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (steps, tokens, LR, time, checkpoint and disk size, memory) and stop; "
+                        "needs no data (the vocabulary is --data's, else --vocab-size)")
+    p.add_argument("--tokens-per-s", type=float, default=0.0, metavar="X",
+                   help="--dry-run: throughput for the time estimate (default: 45%% MFU on an H100, assumed)")
+    p.add_argument("--vocab-size", type=int, default=50257, metavar="N",
+                   help="--dry-run without --data: the tokenizer's vocabulary (default: GPT-2's)")
     from pretrain.supervisor import add_arguments as supervisor_arguments
 
     supervisor_arguments(p.add_argument_group("supervisor (each --sup-NAME is passed on as --NAME)"), prefix="sup-")
@@ -193,13 +200,37 @@ def use_fsdp(cfg: RunConfig, runtime) -> bool:
     return 16 * count_parameters(cfg.model) > 0.6 * torch.cuda.get_device_properties(runtime.device).total_memory
 
 
+def dry_run(args, sup_args: list[str]) -> int:
+    """``launch --dry-run``: the plan of the config the same arguments would train, without data or a device."""
+    from pretrain.data import DataError, open_dataset
+    from pretrain.plan import format_plan, run_plan
+
+    if args.out and (args.resume or args.resume_from):
+        cfg = _resolve_config(args, _overrides(args), sup_args)
+    else:
+        if not args.config:
+            raise DataError("launch --dry-run needs --config")
+        if Path(args.config).suffix == ".json":
+            cfg = RunConfig.from_dict(json.loads(Path(args.config).read_text(encoding="utf-8")))
+        else:
+            vocab = open_dataset(args.data).manifest.tokenizer.vocab_size if args.data else args.vocab_size
+            cfg = preset(args.config, vocab)
+        cfg = apply_overrides(cfg, [o for o in _overrides(args) if not o.startswith("train.out=")])
+    print(format_plan(run_plan(cfg, tokens_per_s=args.tokens_per_s)))
+    return 0
+
+
 def launch(args, sup_args: list[str]) -> int:
     from pretrain import distributed
     from pretrain.checkpoint import step_checkpoints
-    from pretrain.data import open_dataset
+    from pretrain.data import DataError, open_dataset
     from pretrain.preflight import format_report, run_preflight, write_report
     from pretrain.train import Trainer
 
+    if args.dry_run:
+        return dry_run(args, sup_args)
+    if not args.out:
+        raise DataError("launch needs --out (the run directory)")
     resume = args.resume or bool(args.resume_from)
     cfg = _resolve_config(args, _overrides(args), sup_args)
     run_dir = Path(cfg.train.out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field
@@ -57,7 +58,10 @@ class TrainConfig:
 
     out: str = ""
     global_batch_tokens: int = 524288  # tokens per optimizer step, whatever the world size
-    max_steps: int = 15000  # 0 with a time budget: derived from the preflight's measured step time
+    # Tokens to train on; with max_steps 0 the step count is derived from it (ceil(budget / batch)), so the
+    # learning-rate schedule ends at the budget's last step.
+    token_budget: float = 0.0
+    max_steps: int = 15000  # 0: from token_budget, else (with a time budget) from the preflight's step time
     time_budget_s: float = 0.0  # stop (and checkpoint) after this many seconds; 0 = no limit
     eval_interval: int = 500
     checkpoint_interval: int = 500
@@ -114,10 +118,12 @@ class RunConfig:
 
 # Optimiser and batch settings of each preset; the model shape comes from pretrain.model.PRESETS.
 RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the cosine ends at step 3815.
     "bangla-0.4b": dict(
-        optim=dict(lr=3e-4, warmup_steps=700),
+        optim=dict(lr=3e-4, warmup_steps=200),
         data=dict(micro_batch=16, eval_tokens=262144),
-        train=dict(global_batch_tokens=524288, max_steps=15000, eval_interval=500, checkpoint_interval=500),
+        train=dict(global_batch_tokens=524288, token_budget=2e9, max_steps=0, eval_interval=250,
+                   checkpoint_interval=250),
     ),
     "tiny": dict(
         optim=dict(lr=4e-3, warmup_steps=10, min_lr_ratio=0.1),
@@ -133,8 +139,19 @@ def preset(name: str, vocab_size: int) -> RunConfig:
     if name not in RUN_PRESETS:
         raise ValueError(f"unknown config {name!r}; known: {', '.join(RUN_PRESETS)}")
     p = RUN_PRESETS[name]
-    return RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
-                     data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
+    cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
+                    data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
+    return derive_steps(cfg)
+
+
+def derive_steps(cfg: RunConfig) -> RunConfig:
+    """max_steps from the token budget where the config gives a budget and no step count."""
+    tc = cfg.train
+    if tc.token_budget < 0:
+        raise ValueError(f"train.token_budget must be >= 0, got {tc.token_budget}")
+    if not tc.max_steps and tc.token_budget:
+        tc.max_steps = math.ceil(tc.token_budget / tc.global_batch_tokens)
+    return cfg
 
 
 def _coerce(value: str, annotation: Any, key: str) -> Any:
@@ -173,7 +190,11 @@ def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
     # Re-run validation (and derived defaults such as the SwiGLU width) on the edited sections.
     cfg.model = GPTConfig(**{**asdict(cfg.model), **({"ffn_hidden": 0} if _shape_changed(cfg, overrides) else {})})
     cfg.optim = OptimConfig(**asdict(cfg.optim))
-    return cfg
+    keys = {o.partition("=")[0] for o in overrides}
+    if keys & {"train.token_budget", "train.global_batch_tokens"} and "train.max_steps" not in keys \
+            and cfg.train.token_budget:
+        cfg.train.max_steps = 0  # a new budget or batch: the steps follow the budget again
+    return derive_steps(cfg)
 
 
 def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:

@@ -69,7 +69,8 @@ def teardown() -> None:
 
 
 def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
-    """The module the training loop calls: compiled, then DDP- or FSDP2-wrapped when distributed."""
+    """The module the training loop calls: blocks compiled (`GPT.compile_blocks`), then DDP- or
+    FSDP2-wrapped when distributed."""
     if runtime.fsdp:
         from torch.distributed.fsdp import fully_shard
 
@@ -77,7 +78,7 @@ def wrap(model: nn.Module, runtime: Runtime, compile_model: bool) -> nn.Module:
             fully_shard(block)
         fully_shard(model)
     if compile_model:
-        model = torch.compile(model)
+        model.compile_blocks()  # regional: one block graph for all blocks; no-grad passes stay eager
     if runtime.distributed and not runtime.fsdp:
         from torch.nn.parallel import DistributedDataParallel
 

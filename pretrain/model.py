@@ -13,6 +13,19 @@ Conventions other code relies on (the HF golden reference converts weights with 
 * ``mlp.gate_up`` is the fused ``[gate; up]`` projection (rows ``0:h`` and ``h:2h``);
   ``mlp(x) = down(silu(gate(x)) * up(x))``.
 
+Speed on a GPU (numerically the same function; the golden reference in `pretrain.reference` holds):
+
+* the vocabulary is padded to a multiple of 128 (tensor-core friendly shapes); the padded ids are never
+  predicted: their logits are cut off (``forward`` without targets) or set to -inf in the loss, so an
+  untrained model's loss is ln(real vocabulary);
+* under autocast the residual stream is carried in the autocast dtype (bf16): the embedding output is cast
+  once, the norms compute in fp32 and hand back bf16, and the parameters and optimizer state stay fp32;
+* the loss never holds the full fp32 logits: :func:`linear_cross_entropy` computes the head and the
+  cross-entropy in row chunks and the gradients in the same pass;
+* :meth:`GPT.compile_blocks` compiles one block's forward once and reuses it for every block (regional
+  compilation: a fraction of whole-model compile time); no-grad passes (validation, generation) run the
+  blocks eagerly, so evaluation never triggers a recompile.
+
 Initialisation: every weight matrix ~ N(0, init_std), the two projections that write into the residual
 stream (``attn.proj``, ``mlp.down``) ~ N(0, init_std / sqrt(2 * n_layer)) as in GPT-2, norm weights 1.
 Nothing is zero-initialised, so every parameter receives a nonzero gradient at step 0 (the gradient-flow
@@ -21,6 +34,7 @@ arbiter needs no allow-list for this model).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -28,7 +42,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB_MULTIPLE = 64
+VOCAB_MULTIPLE = 128
+# Rows of the loss's logits chunk: about 2**28 fp32 logits (1 GiB) per chunk, whatever the vocabulary.
+LOSS_CHUNK_ELEMENTS = 2**28
 
 
 def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -38,7 +54,8 @@ def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
 
 @dataclass
 class GPTConfig:
-    """Shape of the model. ``vocab_size`` comes from the shard manifest's tokenizer, padded up to 64."""
+    """Shape of the model. ``vocab_size`` is the embedding size: the shard manifest's tokenizer vocabulary
+    (``real_vocab_size``) padded up to a multiple of 128; ids from ``real_vocab_size`` on are never predicted."""
 
     vocab_size: int = 50304
     block_size: int = 2048  # context length in tokens
@@ -50,6 +67,7 @@ class GPTConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    real_vocab_size: int = 0  # the tokenizer's vocabulary; 0 = vocab_size (no padding)
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
@@ -58,6 +76,10 @@ class GPTConfig:
             raise ValueError(f"head dim {self.n_embd // self.n_head} must be even for RoPE")
         if not self.ffn_hidden:
             self.ffn_hidden = -(-(8 * self.n_embd // 3) // 256) * 256
+        if not self.real_vocab_size:
+            self.real_vocab_size = self.vocab_size
+        if not 0 < self.real_vocab_size <= self.vocab_size:
+            raise ValueError(f"real_vocab_size {self.real_vocab_size} must be in 1..vocab_size {self.vocab_size}")
 
     @property
     def head_dim(self) -> int:
@@ -74,10 +96,10 @@ PRESETS: dict[str, dict] = {
 
 
 def model_config(name: str, vocab_size: int, **overrides) -> GPTConfig:
-    """The preset ``name`` for a tokenizer of ``vocab_size`` ids (padded up to a multiple of 64)."""
+    """The preset ``name`` for a tokenizer of ``vocab_size`` ids (padded up to a multiple of 128)."""
     if name not in PRESETS:
         raise ValueError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}")
-    return GPTConfig(vocab_size=pad_vocab(vocab_size), **{**PRESETS[name], **overrides})
+    return GPTConfig(vocab_size=pad_vocab(vocab_size), real_vocab_size=vocab_size, **{**PRESETS[name], **overrides})
 
 
 def count_parameters(cfg: GPTConfig) -> int:
@@ -101,6 +123,14 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     x1, x2 = x.chunk(2, dim=-1)
     rotated = torch.cat([-x2, x1], dim=-1)
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
+
+
+class RMSNorm(nn.RMSNorm):
+    """RMSNorm computed in fp32 and returned in the input's dtype, whatever autocast's op lists say: the
+    residual stream stays bf16 under autocast, the normalisation itself does not lose precision."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x.float(), self.normalized_shape, self.weight, self.eps).to(x.dtype)
 
 
 class CausalSelfAttention(nn.Module):
@@ -132,9 +162,9 @@ class SwiGLU(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.norm1 = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.norm1 = RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
         self.attn = CausalSelfAttention(cfg)
-        self.norm2 = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.norm2 = RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
         self.mlp = SwiGLU(cfg)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -148,13 +178,14 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        self.norm = nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
+        self.norm = RMSNorm(cfg.n_embd, eps=cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
         # Derived from the config, so not saved in checkpoints (persistent=False).
         self.register_buffer("rope_cos", torch.empty(cfg.block_size, cfg.head_dim), persistent=False)
         self.register_buffer("rope_sin", torch.empty(cfg.block_size, cfg.head_dim), persistent=False)
+        self.block_forward = None  # set by compile_blocks
         self.init_weights()
 
     @torch.no_grad()
@@ -186,20 +217,36 @@ class GPT(nn.Module):
         t = seq_len or self.cfg.block_size
         return 6 * self.num_params(non_embedding=True) + 12 * self.cfg.n_layer * self.cfg.n_embd * t
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Logits ``(B, T, vocab)`` and, when ``targets`` are given, the mean cross-entropy (fp32)."""
+    def compile_blocks(self, backend: str = "inductor", mode: str | None = None) -> None:
+        """Regional compilation: one compiled block forward shared by every block (parameters are graph
+        inputs, so the 24 blocks of bangla-0.4b reuse one graph), used by passes that record gradients.
+        Models of one process share the compiled function, so a copy (the preflight's) compiles nothing new."""
+        self.block_forward = _compiled_run_block(backend, mode)
+
+    def __getstate__(self) -> dict:
+        # A copy (the arbiter's on a row or two, the preflight's) starts eager: the compiled block would
+        # otherwise recompile for the copy's batch shape.
+        return {**super().__getstate__(), "block_forward": None}
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Without ``targets``: logits ``(B, T, real_vocab_size)`` and None. With ``targets``: None and the
+        mean cross-entropy (fp32) over the real vocabulary; the full logits are never built."""
         seq_len = idx.size(1)
         if seq_len > self.cfg.block_size:
             raise ValueError(f"sequence of {seq_len} tokens is longer than the context of {self.cfg.block_size}")
         cos, sin = self.rope_cos[:seq_len], self.rope_sin[:seq_len]
         x = self.tok_emb(idx)
+        if torch.is_autocast_enabled(x.device.type):
+            x = x.to(torch.get_autocast_dtype(x.device.type))
+        run = self.block_forward if self.block_forward is not None and torch.is_grad_enabled() else _run_block
         for block in self.blocks:
-            x = block(x, cos, sin)
-        logits = self.lm_head(self.norm(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+            x = run(block, x, cos, sin)
+        h = self.norm(x)
+        if targets is None:
+            return self.lm_head(h)[..., :self.cfg.real_vocab_size], None
+        return None, linear_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.reshape(-1),
+                                          self.cfg.real_vocab_size)
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0, top_k: int | None = None,
@@ -219,6 +266,65 @@ class GPT(nn.Module):
                 nxt = torch.multinomial(probs.cpu(), 1, generator=generator).to(idx.device)
             idx = torch.cat([idx, nxt], dim=1)
         return idx
+
+
+def _run_block(block: Block, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return block(x, cos, sin)
+
+
+@functools.cache
+def _compiled_run_block(backend: str, mode: str | None):
+    return torch.compile(_run_block, backend=backend, mode=mode)
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of ``h @ weight.T`` over the first ``real_vocab`` columns, in row chunks; the
+    gradients of ``h`` and ``weight`` are computed in the same pass (one chunk of fp32 logits alive at a
+    time), so backward only scales them."""
+
+    @staticmethod
+    def forward(ctx, h, weight, targets, real_vocab: int, chunk_rows: int, dtype: torch.dtype):
+        n = h.size(0)
+        want_grads = h.requires_grad or weight.requires_grad
+        with torch.autocast(h.device.type, enabled=False):
+            w = weight.to(dtype)
+            total = torch.zeros((), device=h.device, dtype=torch.float32)
+            grad_h = torch.empty_like(h) if want_grads else None
+            grad_w = torch.zeros_like(weight, dtype=torch.float32) if want_grads else None
+            for start in range(0, n, chunk_rows):
+                hc, t = h[start:start + chunk_rows].to(dtype), targets[start:start + chunk_rows]
+                logits = (hc @ w.t()).float()
+                logits[:, real_vocab:] = float("-inf")
+                lse = torch.logsumexp(logits, dim=1)
+                total += (lse - logits.gather(1, t[:, None]).squeeze(1)).sum()
+                if not want_grads:
+                    continue
+                # d(mean loss)/d(logits) = (softmax - one_hot) / n, built in place over the logits.
+                grad = logits.sub_(lse[:, None]).exp_()
+                grad[torch.arange(len(t), device=t.device), t] -= 1.0
+                grad = grad.div_(n).to(dtype)
+                grad_h[start:start + chunk_rows] = grad @ w
+                grad_w.add_(grad.t() @ hc)  # accumulated in fp32 (a bf16 product is upcast)
+        if want_grads:
+            ctx.save_for_backward(grad_h, grad_w)
+        ctx.weight_dtype = weight.dtype
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None, None
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, real_vocab: int,
+                         chunk_rows: int = 0) -> torch.Tensor:
+    """``F.cross_entropy((h @ weight.T)[:, :real_vocab].float(), targets)`` without the full logits: at most
+    ``chunk_rows`` rows of fp32 logits at a time (0 = :data:`LOSS_CHUNK_ELEMENTS` worth). The matmuls run in
+    the autocast dtype when autocast is on, else in ``weight``'s dtype."""
+    device = h.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    chunk_rows = chunk_rows or max(1, LOSS_CHUNK_ELEMENTS // weight.size(0))
+    return _LinearCrossEntropy.apply(h, weight, targets, real_vocab, chunk_rows, dtype)
 
 
 def build_model(cfg: GPTConfig, seed: int) -> GPT:

@@ -22,7 +22,7 @@ import torch
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
 from fertility.fileio import write_json
-from pretrain import distributed
+from pretrain import distributed, plan
 from pretrain.checkpoint import rng_state, set_rng_state
 from pretrain.hardware import mfu
 from pretrain.model import build_model
@@ -50,19 +50,10 @@ class PreflightReport:
 
 
 def memory_estimate(trainer: Trainer) -> dict[str, Any]:
-    """Bytes per device for weights, gradients and AdamW state (fp32), and the activations of one
-    micro-batch: per layer about 12 d + 4 h saved values per token, plus the logits (in the autocast
-    dtype, then fp32 for the loss and its gradient). An estimate, not a measurement."""
-    cfg, rt = trainer.cfg, trainer.runtime
-    n = trainer.model.num_params()
-    shard = rt.world_size if rt.fsdp else 1
-    act_bytes = 2 if rt.autocast_dtype is not None else 4
-    tokens = cfg.data.micro_batch * cfg.seq_len
-    per_token = cfg.model.n_layer * (12 * cfg.model.n_embd + 4 * cfg.model.ffn_hidden) * act_bytes
-    per_token += cfg.model.vocab_size * (act_bytes + 8)
-    states = n * 16 // shard
-    return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": tokens * per_token,
-            "total_bytes": states + tokens * per_token}
+    """`pretrain.plan.memory_estimate` for this trainer's config, precision and sharding."""
+    rt = trainer.runtime
+    return plan.memory_estimate(trainer.cfg, autocast=rt.autocast_dtype is not None,
+                                shard=rt.world_size if rt.fsdp else 1)
 
 
 def _device_info(trainer: Trainer) -> dict[str, Any]:
@@ -166,7 +157,9 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
     if rt.is_main and not rt.fsdp:
         from pretrain.arbiter import check_gradient_flow
 
-        first = trainer.micro_batches(trainer.sampler.state.next_batch)[0]
+        # Two rows are enough to reach every parameter; the arbiter runs eager on a copy, so a full
+        # micro-batch would cost an uncompiled step's time and memory.
+        first = trainer.micro_batches(trainer.sampler.state.next_batch)[0][:2]
         verdict = check_gradient_flow(trainer.model, (first[:, :-1], first[:, 1:]), autocast=rt.autocast_dtype)
         report.arbiter = {"ok": verdict.ok, "problems": verdict.problems, "checked": verdict.checked,
                           "loss": verdict.loss, "blocked_at_init": verdict.blocked_at_init}

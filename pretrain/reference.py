@@ -17,6 +17,10 @@ ours                            transformers Llama
 ``lm_head.weight``              ``lm_head.weight`` (absent from ours when tied)
 ==============================  ==============================================================
 
+Our embedding and head are padded to a multiple of 128 rows whose logits are never predicted; the HF model
+gets the real vocabulary's rows (``to_hf``'s default), so it computes the same function, loss included.
+Our gradients of the padded rows are zero, which :func:`compare` checks too.
+
 Both models rotate the two *halves* of each head (``rotate_half``), so q and k need no permutation; a model
 with the interleaved RoPE layout of the original paper would need one. Gradients convert with the same
 mapping, which is how :func:`compare_gradients` lines them up.
@@ -37,12 +41,12 @@ from pretrain.model import GPT, GPTConfig
 
 
 def hf_config(cfg: GPTConfig, *, bos_id: int | None = None, eos_id: int | None = None,
-              attn_implementation: str = "sdpa"):
-    """The ``LlamaConfig`` of the same shape as ``cfg``."""
+              attn_implementation: str = "sdpa", vocab_size: int = 0):
+    """The ``LlamaConfig`` of the same shape as ``cfg``, with ``vocab_size`` rows (0: the real vocabulary)."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.n_embd, intermediate_size=cfg.ffn_hidden,
+        vocab_size=vocab_size or cfg.real_vocab_size, hidden_size=cfg.n_embd, intermediate_size=cfg.ffn_hidden,
         num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
@@ -73,11 +77,12 @@ def gpt_config(hf) -> GPTConfig:
     return cfg
 
 
-def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[str, torch.Tensor]:
-    """Our state dict (or a dict of gradients with the same names) in transformers Llama names."""
-    d, h = cfg.n_embd, cfg.ffn_hidden
-    out = {"model.embed_tokens.weight": state["tok_emb.weight"], "model.norm.weight": state["norm.weight"],
-           "lm_head.weight": state["tok_emb.weight" if cfg.tie_embeddings else "lm_head.weight"]}
+def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: GPTConfig, vocab_size: int = 0) -> dict[str, torch.Tensor]:
+    """Our state dict (or a dict of gradients with the same names) in transformers Llama names, with the
+    first ``vocab_size`` rows of the embedding and head (0: the real vocabulary)."""
+    d, h, v = cfg.n_embd, cfg.ffn_hidden, vocab_size or cfg.real_vocab_size
+    out = {"model.embed_tokens.weight": state["tok_emb.weight"][:v], "model.norm.weight": state["norm.weight"],
+           "lm_head.weight": state["tok_emb.weight" if cfg.tie_embeddings else "lm_head.weight"][:v]}
     for i in range(cfg.n_layer):
         ours, hf = f"blocks.{i}.", f"model.layers.{i}."
         q, k, v = state[ours + "attn.qkv.weight"].split(d, dim=0)
@@ -112,16 +117,19 @@ def from_hf_state_dict(state: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[s
 
 
 def to_hf(model: GPT, *, attn_implementation: str = "sdpa", bos_id: int | None = None,
-          eos_id: int | None = None) -> nn.Module:
-    """A ``LlamaForCausalLM`` holding a copy of ``model``'s weights (same device and dtype)."""
+          eos_id: int | None = None, vocab_size: int = 0) -> nn.Module:
+    """A ``LlamaForCausalLM`` holding a copy of ``model``'s weights (same device and dtype). By default it
+    has the real vocabulary (the same function as ours); ``vocab_size=model.cfg.vocab_size`` keeps the
+    padded rows (the same matmul shapes, for a speed comparison)."""
     from transformers import LlamaForCausalLM
 
     param = next(model.parameters())
-    cfg = hf_config(model.cfg, bos_id=bos_id, eos_id=eos_id, attn_implementation=attn_implementation)
+    cfg = hf_config(model.cfg, bos_id=bos_id, eos_id=eos_id, attn_implementation=attn_implementation,
+                    vocab_size=vocab_size)
     with torch.device(param.device):
         hf = LlamaForCausalLM(cfg).to(param.dtype)
-    _load_exact(hf, {k: v.detach().clone() for k, v in to_hf_state_dict(model.state_dict(), model.cfg).items()},
-                model.cfg.tie_embeddings)
+    state = to_hf_state_dict(model.state_dict(), model.cfg, vocab_size)
+    _load_exact(hf, {k: v.detach().clone() for k, v in state.items()}, model.cfg.tie_embeddings)
     return hf
 
 
@@ -174,10 +182,13 @@ class Comparison:
 
 
 def compare(model: GPT, hf: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> Comparison:
-    """Forward and backward through both models on one batch; compare logits, loss and every gradient."""
+    """Forward and backward through both models on one batch; compare logits, loss and every gradient (an
+    HF gradient with fewer vocabulary rows than ours is compared as if its missing rows were zero)."""
     model.zero_grad(set_to_none=True)
     hf.zero_grad(set_to_none=True)
-    logits, loss = model(inputs, targets)
+    with torch.no_grad():
+        logits, _ = model(inputs)
+    _, loss = model(inputs, targets)
     loss.backward()
     hf_logits, loss_hf = hf_loss(hf, inputs, targets)
     loss_hf.backward()
@@ -186,7 +197,13 @@ def compare(model: GPT, hf: nn.Module, inputs: torch.Tensor, targets: torch.Tens
                                    if p.grad is not None}, model.cfg)
     grads = {}
     for name, p in model.named_parameters():
-        grads[name] = _max_abs_rel(p.grad, hf_grads[name])[1] if name in hf_grads else math.inf
+        if name not in hf_grads:
+            grads[name] = math.inf
+            continue
+        reference = hf_grads[name]
+        if reference.shape[0] < p.shape[0]:  # the padded vocabulary rows, absent from HF
+            reference = torch.cat([reference, reference.new_zeros(p.shape[0] - reference.shape[0], *reference.shape[1:])])
+        grads[name] = _max_abs_rel(p.grad, reference)[1]
     worst = max(grads, key=grads.get)
     return Comparison(float(loss.detach()), float(loss_hf.detach()), logits_abs, logits_rel, grads[worst], worst, grads)
 

@@ -14,17 +14,19 @@ from pretrain.faults import StepFaults
 
 
 def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
-    """Learning rate of update ``step`` (0-based): linear warmup, then cosine or WSD down to lr * min_lr_ratio."""
+    """Learning rate of update ``step`` (0-based): linear warmup, then cosine or WSD down to lr * min_lr_ratio,
+    reached at the last update of the run (``step == max_steps - 1``)."""
     peak, floor = optim.lr, optim.lr * optim.min_lr_ratio
     if step < optim.warmup_steps:
         return peak * (step + 1) / optim.warmup_steps
+    last = max_steps - 1
     if optim.schedule == "wsd":
         decay_start = max(optim.warmup_steps, int(max_steps * (1 - optim.decay_fraction)))
         if step < decay_start:
             return peak
-        progress = (step - decay_start) / max(max_steps - decay_start, 1)
+        progress = (step - decay_start) / max(last - decay_start, 1)
         return peak - (peak - floor) * min(progress, 1.0)
-    progress = min((step - optim.warmup_steps) / max(max_steps - optim.warmup_steps, 1), 1.0)
+    progress = min((step - optim.warmup_steps) / max(last - optim.warmup_steps, 1), 1.0)
     return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
 
 

@@ -42,7 +42,7 @@ from pretrain.data import BatchSampler, DataError, Dataset, check_compatible
 from pretrain.distributed import Runtime
 from pretrain.faults import FaultPlan
 from pretrain.hardware import mfu, peak_flops
-from pretrain.model import build_model
+from pretrain.model import GPTConfig, build_model
 from pretrain.step import batch_layout, lr_at, make_optimizer, train_step
 
 HALT_EXIT_CODE = 3
@@ -77,7 +77,8 @@ class Trainer:
         check_compatible(dataset, cfg.model.vocab_size, tokenizer=cfg.data.tokenizer,
                          expected_sha256=state["tokenizer"]["sha256"] if state else "",
                          expected_from=f"checkpoint {self.resumed_from}")
-        if state and state["config"]["model"] != asdict(cfg.model):
+        # Compared as configs, so a checkpoint written before a field existed gets that field's default.
+        if state and GPTConfig(**state["config"]["model"]) != cfg.model:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
         if cfg.train.threads:

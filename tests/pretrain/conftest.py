@@ -1,7 +1,7 @@
 """Small real shard sets for the pretraining tests, written in the `corpus.shards` layout.
 
-Until `corpus build` writes shards, the tests tokenize real sample text with the shipped GPT-2 tokenizer
-and write train/val shards plus a manifest themselves, exactly as the corpus package would.
+Real sample text tokenized with the shipped GPT-2 tokenizer (`pretrain.sample_shards`), and synthetic
+token streams for the mechanics tests.
 """
 
 from __future__ import annotations
@@ -12,54 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from corpus.normalize import normalize
-from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
-from fertility.fileio import file_sha256
-from fertility.text import iter_documents
-from fertility.tokenizers import load_tokenizer
+from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
+from pretrain.sample_shards import write_shard_set
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def write_shard_set(out: Path, sources: dict[str, list[Path]], *, train_chars: int, val_chars: int,
-                    tokenizer: str = "gpt2") -> Path:
-    """Tokenize the head of each language's sources into one mixed train shard and one val shard per
-    language (the val text comes after the train text, so they do not overlap)."""
-    tok = load_tokenizer(tokenizer)
-    out.mkdir(parents=True, exist_ok=True)
-    dtype = dtype_for_vocab(tok.vocab_size)
-    train_ids: list[np.ndarray] = []
-    by_lang: dict[str, int] = {}
-    train_docs = 0
-    shards: list[ShardInfo] = []
-    for lang, paths in sources.items():
-        budget = (train_chars + val_chars) // len(paths)
-        docs = [normalize(d.text) for p in paths for d in iter_documents(str(p), max_chars=budget)]
-        cut, seen = 0, 0
-        while cut < len(docs) and seen < train_chars:
-            seen += len(docs[cut])
-            cut += 1
-        for split, part in (("train", docs[:cut]), ("val", docs[cut:])):
-            ids = np.concatenate([np.array([tok.bos_id, *d], dtype=np.int64) for d in tok.encode_ids(part)])
-            if split == "train":
-                train_ids.append(ids)
-                by_lang[lang] = len(ids)
-                train_docs += len(part)
-                continue
-            name = f"val_{lang}.bin"
-            write_shard(out / name, ids, dtype)
-            shards.append(ShardInfo(file=name, split="val", tokens=len(ids), documents=len(part),
-                                    tokens_by_language={lang: len(ids)}, language=lang,
-                                    chars=sum(len(d) for d in part), bytes=sum(len(d.encode()) for d in part),
-                                    sha256=file_sha256(out / name)))
-    train = np.concatenate(train_ids)
-    write_shard(out / "train_000.bin", train, dtype)
-    shards.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(train), documents=train_docs,
-                               tokens_by_language=by_lang, sha256=file_sha256(out / "train_000.bin")))
-    Manifest(tokenizer=TokenizerInfo(spec=tokenizer, sha256=tok.fingerprint, vocab_size=tok.vocab_size,
-                                     bos_id=tok.bos_id, eos_id=tok.eos_id),
-             dtype=dtype, shards=shards).save(out)
-    return out
 
 
 @pytest.fixture(scope="session")

@@ -40,6 +40,10 @@ def test_bench_tiny_on_cpu_measures_both_models_on_the_same_step(tmp_path, capsy
     assert ours["last_loss"] == pytest.approx(hf["last_loss"], rel=1e-4)
     assert ours["last_loss"] < ours["first_loss"]  # three AdamW steps on one batch
     assert report["arbiter"]["ok"] and report["arbiter"]["checked"] == 2 + 4 * 6
+    # The attention kernel that ran is recorded for both: SDPA's CPU flash kernel with the causal flag.
+    for r in (ours, hf):
+        assert [(a["kernel"], a["is_causal"], a["explicit_mask"]) for a in r["attention"]] == [("flash-cpu", True, False)]
+    assert ours["mode"] == hf["mode"] == "eager"
     assert report["device"]["torch"] == torch.__version__ and report["date"]
 
 
@@ -49,3 +53,18 @@ def test_bench_rejects_bad_arguments(capsys):
     if not torch.cuda.is_available():
         assert cli.main(["bench", "--device", "cuda"]) == 2
         assert "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_attention_probe_tells_the_causal_flag_from_an_explicit_mask():
+    import torch.nn.functional as F
+
+    from pretrain.attention_probe import attention_kernels, describe
+
+    q = torch.randn(1, 2, 16, 8)
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    flag = attention_kernels(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    explicit = attention_kernels(lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+    assert [(a["is_causal"], a["explicit_mask"], a["calls"]) for a in flag] == [(True, False, 1)]
+    assert [(a["is_causal"], a["explicit_mask"], a["calls"]) for a in explicit] == [(False, True, 1)]
+    assert describe(flag) == "flash-cpu (causal flag)" and describe(explicit) == "flash-cpu (explicit mask)"
+    assert attention_kernels(lambda: q @ q.transpose(-1, -2)) == [] and describe([]).startswith("none seen")

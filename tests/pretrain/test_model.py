@@ -15,10 +15,11 @@ def small_config(**kw) -> GPTConfig:
     return GPTConfig(**{**dict(vocab_size=256, block_size=32, n_layer=2, n_head=2, n_embd=32), **kw})
 
 
-def test_pad_vocab_rounds_up_to_64():
+def test_pad_vocab_rounds_up_to_128():
     assert pad_vocab(GPT2_VOCAB) == 50304
-    assert pad_vocab(64) == 64
-    assert pad_vocab(65) == 128
+    assert pad_vocab(128) == 128
+    assert pad_vocab(64) == pad_vocab(129 - 1) == 128
+    assert pad_vocab(129) == 256
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -49,8 +50,10 @@ def test_forward_shapes_and_initial_loss_near_uniform():
     cfg = small_config()
     model = GPT(cfg)
     idx = torch.randint(0, cfg.vocab_size, (3, 16))
-    logits, loss = model(idx, idx)
+    logits, _ = model(idx)
     assert logits.shape == (3, 16, cfg.vocab_size)
+    nothing, loss = model(idx, idx)
+    assert nothing is None  # with targets the full logits are never built
     # Small init: the untrained model is close to uniform, ln(256) = 5.55.
     assert abs(loss.item() - torch.log(torch.tensor(256.0)).item()) < 0.2
 

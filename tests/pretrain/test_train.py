@@ -29,12 +29,13 @@ def request(run, **req):
 
 def test_cosine_and_wsd_schedules():
     cos = OptimConfig(lr=1.0, min_lr_ratio=0.1, warmup_steps=10, schedule="cosine")
-    assert lr_at(0, cos, 100) == pytest.approx(0.1) and lr_at(9, cos, 100) == pytest.approx(1.0)
-    assert lr_at(55, cos, 100) == pytest.approx(0.55)  # halfway down the cosine
-    assert lr_at(100, cos, 100) == pytest.approx(0.1)
+    # 101 updates: 0..100, the last (100) is where the schedule reaches its floor.
+    assert lr_at(0, cos, 101) == pytest.approx(0.1) and lr_at(9, cos, 101) == pytest.approx(1.0)
+    assert lr_at(55, cos, 101) == pytest.approx(0.55)  # halfway down the cosine
+    assert lr_at(99, cos, 101) > 0.1 and lr_at(100, cos, 101) == pytest.approx(0.1)
     wsd = OptimConfig(lr=1.0, min_lr_ratio=0.1, warmup_steps=10, schedule="wsd", decay_fraction=0.2)
-    assert lr_at(50, wsd, 100) == lr_at(79, wsd, 100) == 1.0  # stable
-    assert lr_at(90, wsd, 100) == pytest.approx(0.55) and lr_at(100, wsd, 100) == pytest.approx(0.1)
+    assert lr_at(50, wsd, 101) == lr_at(79, wsd, 101) == 1.0  # stable
+    assert lr_at(90, wsd, 101) == pytest.approx(0.55) and lr_at(100, wsd, 101) == pytest.approx(0.1)
 
 
 def test_global_batch_does_not_depend_on_world_size(micro, synthetic_shards, tmp_path):

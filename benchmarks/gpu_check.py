@@ -1,0 +1,324 @@
+"""The stages of the one-shot GPU check (``benchmarks/gpu_check.sh`` runs each in its own process, under its
+own time limit): ``python3 benchmarks/gpu_check.py STAGE [ARG]``.
+
+Stages, in order of priority, each writing its file in ``RESULTS_DIR`` atomically as soon as it has measured
+(a later failure, kill or timeout loses nothing earlier):
+
+    env              environment.json  GPU, driver, torch/CUDA/cuDNN/transformers, the measured matmul rate
+    ours             ours.json         our step: tokens/s, MFU, peak memory, first (compiling) step, attention
+    hf MODE          hf.json           HF LlamaForCausalLM's step in MODE (eager, regional), one entry per mode
+    smoke            smoke.json        pretrain launch (supervisor, checkpoint), --resume, pretrain eval
+    ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each
+    summary          summary.json      ours / fastest HF mode, and the table printed last
+
+Settings come from the environment (the shell script sets them): GPU_CHECK_CONFIG (bangla-0.4b; tiny for the
+CPU dress rehearsal), GPU_CHECK_DEVICE (auto), GPU_CHECK_MICRO_BATCH, GPU_CHECK_SEQ_LEN (0: the preset's
+context), GPU_CHECK_STEPS, GPU_CHECK_WARMUP, GPU_CHECK_VOCAB, GPU_CHECK_COMPILE_BACKEND (inductor; eager
+traces with dynamo only), GPU_CHECK_WORK (scratch folder for the smoke's shards and run), GIT_COMMIT.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fertility.fileio import write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = {"env": "environment.json", "ours": "ours.json", "hf": "hf.json", "smoke": "smoke.json", "ab": "ab.json",
+         "summary": "summary.json"}
+# The A/B variants: what each changes in our step's settings (or HF compiled whole).
+AB_VARIANTS = ("mb2x", "cudnn", "flash", "head128", "hf_whole")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def results_dir() -> Path:
+    out = os.environ.get("RESULTS_DIR")
+    if not out:
+        raise SystemExit("gpu_check: RESULTS_DIR is not set")
+    return Path(out)
+
+
+def _read(name: str) -> dict[str, Any] | None:
+    path = results_dir() / FILES[name]
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _write(name: str, data: dict[str, Any]) -> Path:
+    path = results_dir() / FILES[name]
+    write_json(path, data)
+    print(f"gpu_check: wrote {path.name}", flush=True)
+    return path
+
+
+def settings(measuring: bool = True):
+    """The benchmark settings every stage shares, from the environment. A measuring stage refuses a model
+    larger than `tiny` without a GPU at once (it would only run into its time limit)."""
+    from pretrain.bench import BenchSettings
+    from pretrain.config import RUN_PRESETS
+    from pretrain.model import model_config
+
+    config = _env("GPU_CHECK_CONFIG", "bangla-0.4b")
+    device = _env("GPU_CHECK_DEVICE", "auto")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_gpu = torch.device(device).type == "cuda"
+    vocab = int(_env("GPU_CHECK_VOCAB", "50257"))
+    if measuring and config != "tiny" and not on_gpu:
+        raise SystemExit(f"gpu_check: {config} needs a GPU; torch {torch.__version__} sees none (device {device})")
+    return BenchSettings(
+        config=config, vocab_size=vocab,
+        micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(RUN_PRESETS[config]["data"]["micro_batch"]))), accum=1,
+        seq_len=int(_env("GPU_CHECK_SEQ_LEN", "0")) or model_config(config, vocab).block_size,
+        steps=int(_env("GPU_CHECK_STEPS", "10")), warmup=int(_env("GPU_CHECK_WARMUP", "3")), device=device,
+        dtype="bf16" if on_gpu else "fp32", compile=True, compile_mode="default", fused_adamw=on_gpu,
+        compile_backend=_env("GPU_CHECK_COMPILE_BACKEND", "inductor" if on_gpu else "eager"))
+
+
+# ------------------------------------------------------------------------------------------------ env
+
+
+def _matmul_rate(device: torch.device) -> dict[str, Any]:
+    """TFLOP/s of a large square matmul on random data (bf16 on a GPU, fp32 on a CPU), median of 10."""
+    n, dtype = (8192, torch.bfloat16) if device.type == "cuda" else (512, torch.float32)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    times = []
+    for i in range(13):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1000
+        else:
+            t0 = time.perf_counter()
+            a @ b
+            seconds = time.perf_counter() - t0
+        if i >= 3:  # warm-up: handle creation, kernel selection
+            times.append(seconds)
+    median = sorted(times)[len(times) // 2]
+    return {"n": n, "dtype": str(dtype).removeprefix("torch."), "median_s": median, "tflops": 2 * n**3 / median / 1e12}
+
+
+def _nvidia_smi() -> dict[str, Any]:
+    if not shutil.which("nvidia-smi"):
+        return {"available": False}
+    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit",
+                            "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+    full = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60)
+    return {"available": True, "query": query.stdout.strip(), "text": full.stdout}
+
+
+def stage_env() -> None:
+    from pretrain.bench import device_info
+    from pretrain.hardware import peak_flops
+
+    s = settings(measuring=False)
+    device = torch.device(s.device)
+    info = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown", "python": sys.version,
+            "executable": sys.executable, "platform": platform.platform(), "device": device_info(device),
+            "cudnn_enabled": torch.backends.cudnn.enabled, "settings": asdict(s),
+            "peak_flops_datasheet": peak_flops(device), "nvidia_smi": _nvidia_smi()}
+    info["matmul"] = _matmul_rate(device)
+    _write("env", info)
+
+
+# ------------------------------------------------------------------------------------------------ steps
+
+
+def stage_ours() -> None:
+    from pretrain.bench import measure_ours
+
+    s = settings()
+    ours, arbiter, flops = measure_ours(s)
+    _write("ours", {"date": _now(), "settings": asdict(s), "flops_per_token": flops, "result": asdict(ours),
+                    "arbiter": arbiter})
+
+
+def stage_hf(mode: str) -> None:
+    from pretrain.bench import measure_hf
+
+    s = settings()
+    result = measure_hf(s, mode)
+    data = _read("hf") or {"settings": asdict(s), "modes": {}}
+    data["modes"][mode] = {"date": _now(), **asdict(result)}
+    _write("hf", data)
+
+
+def _variant(name: str):
+    s = settings()
+    if name == "mb2x":
+        return replace(s, micro_batch=2 * s.micro_batch)
+    if name in ("cudnn", "flash"):
+        return replace(s, sdpa_backend=name)
+    if name == "head128":  # bangla-0.4b: 8 heads of 128 instead of 16 of 64
+        from pretrain.model import model_config
+
+        cfg = model_config(s.config, s.vocab_size)
+        return replace(s, n_head=max(1, cfg.n_embd // 128))
+    if name == "hf_whole":
+        return s
+    raise SystemExit(f"gpu_check: unknown A/B {name!r}; known: {', '.join(AB_VARIANTS)}")
+
+
+def stage_ab(name: str) -> None:
+    from pretrain.bench import measure_hf, measure_ours
+
+    s = _variant(name)
+    entry: dict[str, Any] = {"date": _now(), "settings": asdict(s)}
+    try:
+        result = measure_hf(s, "whole") if name == "hf_whole" else measure_ours(s)[0]
+        entry["result"] = asdict(result)
+    except Exception as e:  # an answer too: out of memory, or a backend that cannot run these shapes
+        entry["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+    data = _read("ab") or {"variants": {}}
+    data["variants"][name] = entry
+    _write("ab", data)
+
+
+# ------------------------------------------------------------------------------------------------ smoke
+
+# Per preset: the smoke's run overrides. bangla-0.4b keeps its width, context and micro-batch but only 4 of
+# its 24 layers, so checkpoints are ~2 GB and the minute goes to the loader, checkpoints, supervisor and eval.
+SMOKE = {
+    "bangla-0.4b": dict(first_steps=20, resumed_steps=30, eval_tokens=16384, train_chars=300_000, val_chars=60_000,
+                        sets=["model.n_layer=4", "train.global_batch_tokens=65536", "train.checkpoint_interval=10",
+                              "train.eval_interval=10", "data.eval_tokens=16384", "train.preflight_steps=1"]),
+    "tiny": dict(first_steps=4, resumed_steps=6, eval_tokens=1024, train_chars=30_000, val_chars=8_000,
+                 sets=["model.n_layer=2", "train.global_batch_tokens=1024", "data.micro_batch=4",
+                       "train.checkpoint_interval=2", "train.eval_interval=2", "data.eval_tokens=512",
+                       "train.preflight_steps=1", "train.tensorboard=no", "train.threads=1"]),
+}
+
+
+def _run(name: str, args: list[str], record: dict[str, Any]) -> int:
+    """``python -m pretrain ARGS``, its exit code and time recorded in ``record`` and smoke.json at once."""
+    cmd = [sys.executable, "-m", "pretrain", *args]
+    print(f"gpu_check smoke: {' '.join(cmd)}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sys.stderr.write(proc.stderr[-4000:])
+    record["commands"].append({"name": name, "argv": args, "exit_code": proc.returncode,
+                               "seconds": round(time.perf_counter() - t0, 2), "stderr_tail": proc.stderr[-1500:]})
+    _write("smoke", record)
+    return proc.returncode
+
+
+def stage_smoke() -> None:
+    from pretrain.checkpoint import step_checkpoints
+    from pretrain.sample_shards import SAMPLE_SOURCES, write_shard_set
+
+    s = settings()
+    plan = SMOKE[s.config]
+    work = Path(os.environ.get("GPU_CHECK_WORK") or tempfile.mkdtemp(prefix="gpu_check_"))
+    shards, run = work / "shards", work / "run"
+    t0 = time.perf_counter()
+    write_shard_set(shards, SAMPLE_SOURCES, train_chars=plan["train_chars"], val_chars=plan["val_chars"])
+    record: dict[str, Any] = {"date": _now(), "config": s.config, "device": s.device, "sets": plan["sets"],
+                              "shards_seconds": round(time.perf_counter() - t0, 2),
+                              "shards": json.loads((shards / "manifest.json").read_text()), "commands": [], "ok": False}
+    _write("smoke", record)
+    common = ["--config", s.config, "--data", str(shards), "--out", str(run), "--device", s.device, "--no-eval"]
+    for item in plan["sets"]:
+        common += ["--set", item]
+    codes = [_run("launch", ["launch", *common, "--max-steps", str(plan["first_steps"])], record)]
+    record["checkpoints_after_launch"] = [p.name for p in step_checkpoints(run)]
+    codes.append(_run("resume", ["launch", *common, "--resume", "--max-steps", str(plan["resumed_steps"])], record))
+    record["checkpoints_after_resume"] = [p.name for p in step_checkpoints(run)]
+    codes.append(_run("eval", ["eval", "--run", str(run), "--max-tokens", str(plan["eval_tokens"]),
+                               "--device", s.device], record))
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    evaluation = json.loads((run / "eval.json").read_text()) if (run / "eval.json").exists() else {}
+    record.update(
+        metrics_steps=sorted({m["step"] for m in metrics}), last_metrics=metrics[-1] if metrics else None,
+        supervisor_decisions=sum(1 for _ in (run / "supervisor.jsonl").open()) if (run / "supervisor.jsonl").exists() else 0,
+        eval_mean=evaluation.get("mean"), eval_step=evaluation.get("step"),
+        ok=codes == [0, 0, 0] and bool(metrics) and metrics[-1]["step"] == plan["resumed_steps"]
+        and evaluation.get("step") == plan["resumed_steps"])
+    _write("smoke", record)
+
+
+# ------------------------------------------------------------------------------------------------ summary
+
+
+def _fmt(value: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value * scale:{spec}}{unit}"
+
+
+def stage_summary() -> None:
+    from pretrain.attention_probe import describe
+
+    env, ours, hf, smoke, ab = (_read(n) for n in ("env", "ours", "hf", "smoke", "ab"))
+    modes = (hf or {}).get("modes", {})
+    fastest = max(modes, key=lambda m: modes[m]["tokens_per_s"]) if modes else None
+    ratio = (ours["result"]["tokens_per_s"] / modes[fastest]["tokens_per_s"]) if ours and fastest else None
+    summary = {"date": _now(), "commit": (env or {}).get("commit", os.environ.get("GIT_COMMIT") or "unknown"),
+               "files": {n: (results_dir() / f).exists() for n, f in FILES.items() if n != "summary"},
+               "hf_fastest_mode": fastest, "ratio_ours_over_fastest_hf": ratio,
+               "ratios_ours_over_hf": {m: ours["result"]["tokens_per_s"] / r["tokens_per_s"] for m, r in modes.items()}
+               if ours else {},
+               "smoke_ok": (smoke or {}).get("ok")}
+    _write("summary", summary)
+
+    lines = [f"GPU check, commit {summary['commit']}"]
+    if env:
+        d = env["device"]
+        lines.append(f"  {d.get('name')}; torch {d['torch']}, CUDA {d.get('cuda')}, cuDNN {d.get('cudnn')}, "
+                     f"transformers {d.get('transformers')}; matmul {env['matmul']['dtype']} "
+                     f"{env['matmul']['tflops']:.0f} TFLOP/s measured")
+    rows = ([("ours", ours["result"])] if ours else []) + [(f"HF {m}", r) for m, r in modes.items()]
+    rows += [(f"A/B {n}", v["result"]) for n, v in ((ab or {}).get("variants") or {}).items() if "result" in v]
+    lines.append(f"  {'what':<14}{'tokens/s':>12}{'MFU':>8}{'peak mem':>11}{'1st step':>10}  attention")
+    for name, r in rows:
+        lines.append(f"  {name:<14}{r['tokens_per_s']:>12,.0f}{_fmt(r['mfu'], '.1f', 100, '%'):>8}"
+                     f"{_fmt(r['peak_memory_bytes'], '.1f', 2**-30, 'G'):>11}{r['first_step_s']:>9.1f}s  "
+                     f"{describe(r['attention'])}")
+    for n, v in ((ab or {}).get("variants") or {}).items():
+        if "error" in v:
+            lines.append(f"  A/B {n}: {v['error']}")
+    lines.append(f"  ours / fastest HF ({fastest}): {_fmt(ratio, '.2f', unit='x')}")
+    if ours:
+        lines.append(f"  arbiter: {'ok' if ours['arbiter']['ok'] else 'FAILED'}")
+    lines.append(f"  smoke (launch + supervisor, checkpoint, --resume, eval): "
+                 f"{'ok' if summary['smoke_ok'] else 'FAILED or not run'}")
+    missing = [f for n, f in FILES.items() if n != "summary" and not summary["files"][n]]
+    if missing:
+        lines.append(f"  missing (failed, timed out or skipped; see log.txt): {', '.join(missing)}")
+    print("\n".join(lines), flush=True)
+
+
+STAGES = {"env": stage_env, "ours": stage_ours, "hf": stage_hf, "smoke": stage_smoke, "ab": stage_ab,
+          "summary": stage_summary}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in STAGES:
+        print(f"usage: gpu_check.py {{{','.join(STAGES)}}} [ARG]", file=sys.stderr)
+        return 2
+    results_dir().mkdir(parents=True, exist_ok=True)
+    STAGES[argv[0]](*argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,122 @@
+"""The run plan: what a config will do, before it does it. ``pretrain launch --dry-run`` prints it; the
+preflight uses its memory estimate.
+
+Everything here is arithmetic on the config (no model is built, no data read): steps, tokens, the learning
+rate at the milestones of the schedule, the time at a given throughput, checkpoint size and the disk the
+kept checkpoints need, and memory per device for one micro-batch. Estimates, not measurements: the GPU check
+(``benchmarks/gpu_check.sh``) measures throughput and peak memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pretrain.config import RunConfig
+from pretrain.hardware import PEAK_FLOPS
+from pretrain.model import LOSS_CHUNK_ELEMENTS, count_parameters
+from pretrain.step import batch_layout, lr_at
+
+# The throughput assumed when none is given: this MFU on an H100 SXM (the issue's floor for bangla-0.4b).
+ASSUMED_MFU = 0.45
+ASSUMED_PEAK = dict(PEAK_FLOPS)["H100"]
+# Beyond weights and optimizer state a checkpoint holds the config, RNG and sampler state: kilobytes.
+CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights + AdamW's two fp32 moments
+
+
+def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1) -> dict[str, Any]:
+    """Bytes per device: fp32 weights, gradients and AdamW state (16 per parameter, divided by ``shard``
+    under FSDP), and the activations of one micro-batch: per layer about 12 d + 4 h saved values per token
+    in the activation dtype, plus the loss's one chunk of fp32 logits, its bf16 copy of the head and the
+    gradient of the final hidden states."""
+    m = cfg.model
+    act_bytes = 2 if autocast else 4
+    tokens = cfg.data.micro_batch * cfg.seq_len
+    per_token = m.n_layer * (12 * m.n_embd + 4 * m.ffn_hidden) * act_bytes + m.n_embd * act_bytes
+    loss = 2 * LOSS_CHUNK_ELEMENTS * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0)
+    states = count_parameters(m) * 16 // shard
+    activations = tokens * per_token + loss
+    return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": activations,
+            "total_bytes": states + activations}
+
+
+@dataclass
+class RunPlan:
+    preset: str
+    parameters: int
+    non_embedding_parameters: int
+    flops_per_token: float
+    vocab_size: int  # padded embedding rows
+    real_vocab_size: int
+    token_budget: float
+    steps: int
+    tokens_per_step: int
+    tokens: int
+    micro_batch: int
+    accumulation: int
+    world_size: int
+    lr: dict[str, float]  # at the first step, the end of warmup, the middle, and the last step
+    tokens_per_s: float
+    tokens_per_s_assumed: bool  # from ASSUMED_MFU on an H100, not a measurement
+    hours: float
+    checkpoint_bytes: int
+    checkpoints_kept: int
+    disk_bytes: int
+    memory: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_plan(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, autocast: bool = True) -> RunPlan:
+    """The plan of ``cfg`` on ``world_size`` devices; ``tokens_per_s`` 0 assumes :data:`ASSUMED_MFU`."""
+    m, tc = cfg.model, cfg.train
+    if tc.max_steps < 1:
+        raise ValueError("the plan needs train.max_steps or train.token_budget (a time budget alone is sized by "
+                         "the preflight's measured steps)")
+    _, accum = batch_layout(cfg, world_size)
+    n = count_parameters(m)
+    non_embedding = n - (0 if m.tie_embeddings else m.vocab_size * m.n_embd)
+    flops = 6 * non_embedding + 12 * m.n_layer * m.n_embd * cfg.seq_len
+    assumed = tokens_per_s <= 0
+    if assumed:
+        tokens_per_s = ASSUMED_MFU * ASSUMED_PEAK * world_size / flops
+    steps, warmup = tc.max_steps, cfg.optim.warmup_steps
+    lr = {"step 1": lr_at(0, cfg.optim, steps), f"step {min(warmup, steps)} (end of warmup)":
+          lr_at(min(warmup, steps) - 1, cfg.optim, steps),
+          f"step {(warmup + steps) // 2}": lr_at((warmup + steps) // 2 - 1, cfg.optim, steps),
+          f"step {steps} (last)": lr_at(steps - 1, cfg.optim, steps)}
+    tokens = steps * tc.global_batch_tokens
+    ckpt = n * CHECKPOINT_BYTES_PER_PARAMETER
+    kept = tc.keep_last + 1  # the last few and the best
+    return RunPlan(preset=cfg.model_preset, parameters=n, non_embedding_parameters=non_embedding,
+                   flops_per_token=flops, vocab_size=m.vocab_size, real_vocab_size=m.real_vocab_size,
+                   token_budget=tc.token_budget, steps=steps, tokens_per_step=tc.global_batch_tokens, tokens=tokens,
+                   micro_batch=cfg.data.micro_batch, accumulation=accum, world_size=world_size, lr=lr,
+                   tokens_per_s=tokens_per_s, tokens_per_s_assumed=assumed, hours=tokens / tokens_per_s / 3600,
+                   checkpoint_bytes=ckpt, checkpoints_kept=kept, disk_bytes=kept * ckpt,
+                   memory=memory_estimate(cfg, autocast=autocast))
+
+
+def format_plan(plan: RunPlan) -> str:
+    GB = 1e9
+    mem = plan.memory
+    speed = (f"{plan.tokens_per_s:,.0f} tokens/s (assumed: {ASSUMED_MFU:.0%} MFU on an H100; measure with "
+             "benchmarks/gpu_check.sh and pass --tokens-per-s)" if plan.tokens_per_s_assumed
+             else f"{plan.tokens_per_s:,.0f} tokens/s (given)")
+    lines = [
+        f"plan for {plan.preset}: {plan.parameters / 1e9:.3f}B parameters ({plan.non_embedding_parameters / 1e9:.3f}B "
+        f"non-embedding), vocabulary {plan.real_vocab_size:,} padded to {plan.vocab_size:,}",
+        f"  tokens      {plan.tokens:,} ({plan.tokens / 1e9:.3f}e9)"
+        + (f" for a budget of {plan.token_budget:.3g}" if plan.token_budget else ""),
+        f"  steps       {plan.steps:,} of {plan.tokens_per_step:,} tokens "
+        f"({plan.micro_batch} sequences x {plan.accumulation} accumulation x {plan.world_size} device(s))",
+        "  lr          " + ", ".join(f"{k}: {v:.3g}" for k, v in plan.lr.items()),
+        f"  time        {plan.hours:.1f} h at {speed}",
+        f"  checkpoint  {plan.checkpoint_bytes / GB:.1f} GB each (fp32 weights + AdamW); {plan.checkpoints_kept} kept: "
+        f"{plan.disk_bytes / GB:.1f} GB of disk",
+        f"  memory      {mem['total_bytes'] / GB:.1f} GB per device for a micro-batch of {plan.micro_batch} "
+        f"(weights, grads, AdamW {mem['weights_grads_adam_bytes'] / GB:.1f} GB + activations "
+        f"{mem['activations_bytes'] / GB:.1f} GB; an estimate)",
+    ]
+    return "\n".join(lines)

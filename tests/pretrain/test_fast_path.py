@@ -1,0 +1,89 @@
+"""The GPU fast path, checked on CPU: the chunked linear + cross-entropy, the padded vocabulary that is never
+predicted, the bf16 residual stream under autocast with fp32 parameters, and regional compilation (one
+block graph for every block, no recompilation for validation). The golden reference against transformers
+(test_reference.py) runs with all of it in place."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pretrain.model import GPT, GPTConfig, linear_cross_entropy, model_config, pad_vocab
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def padded_model(real: int = 300, n_layer: int = 3) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=pad_vocab(real), real_vocab_size=real, block_size=32, n_layer=n_layer,
+                         n_head=2, n_embd=32))
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 64, 1000])
+def test_chunked_linear_cross_entropy_equals_the_full_logits_loss(chunk_rows):
+    torch.manual_seed(0)
+    h = torch.randn(45, 16, requires_grad=True)
+    w = torch.randn(256, 16, requires_grad=True)
+    t = torch.randint(0, 200, (45,))
+    loss = linear_cross_entropy(h, w, t, 200, chunk_rows=chunk_rows)
+    (2.5 * loss).backward()  # the upstream gradient scales both
+    h_ref, w_ref = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    ref = F.cross_entropy((h_ref @ w_ref.t())[:, :200], t)
+    (2.5 * ref).backward()
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(w.grad, w_ref.grad, rtol=1e-5, atol=1e-7)
+    assert torch.count_nonzero(w.grad[200:]) == 0  # padded rows: never predicted, never pushed
+
+
+def test_padded_vocabulary_is_never_predicted():
+    model = padded_model(real=300)
+    assert (model.cfg.vocab_size, model.cfg.real_vocab_size) == (384, 300)
+    assert model_config("tiny", 50257).vocab_size == 50304 and model_config("tiny", 50257).real_vocab_size == 50257
+    idx = torch.randint(0, 300, (2, 17))
+    logits, _ = model(idx)
+    assert logits.shape == (2, 17, 300)  # no padded id can be sampled or counted
+    _, loss = model(idx[:, :-1], idx[:, 1:])
+    # An untrained model is about uniform over the *real* vocabulary: ln(300), not ln(384).
+    assert abs(loss.item() - math.log(300)) < 0.05 < abs(loss.item() - math.log(384))
+    torch.testing.assert_close(loss, F.cross_entropy(logits[:, :-1].flatten(0, 1), idx[:, 1:].flatten()))
+
+
+def test_bf16_residual_stream_with_fp32_parameters():
+    model = padded_model()
+    seen = []
+    for block in model.blocks:
+        block.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+    idx = torch.randint(0, 300, (2, 17))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+    loss.backward()
+    assert seen == [torch.bfloat16] * 3 and loss.dtype == torch.float32
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    _, fp32 = model(idx[:, :-1], idx[:, 1:])
+    assert abs(loss.item() - fp32.item()) < 0.05 * fp32.item()  # bf16 rounding, not another function
+
+
+def test_regional_compilation_reuses_one_graph_and_validation_stays_eager():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = padded_model(n_layer=3)
+    eager = copy.deepcopy(model)
+    model.compile_blocks(backend="eager")  # dynamo's tracing without inductor: fast on CPU
+    idx = torch.randint(0, 300, (2, 17))
+    for _ in range(2):
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+    assert counters["stats"]["unique_graphs"] == 1  # three blocks, one graph, no recompile on step 2
+    with torch.no_grad():
+        logits, _ = model(idx)
+    assert counters["stats"]["unique_graphs"] == 1  # the no-grad pass ran the blocks eagerly
+    _, expected = eager(idx[:, :-1], idx[:, 1:])
+    torch.testing.assert_close(loss, expected)
+    assert copy.deepcopy(model).block_forward is None  # copies (the arbiter's) start eager
