@@ -1,0 +1,178 @@
+"""Where documents come from, and which task reads which of them.
+
+A source is one ``LANG=SPEC``. Local files and ``hf:NAME`` datasets are read by ``fertility.text`` (the
+project's one way to read text). A glob or a URL (``hf://datasets/...``, ``s3://...``, ``data/*.parquet``) is
+a **file set** read through fsspec: parquet (FineWeb-2's and FineWeb-Edu's layout: ``text``, ``id``,
+``language``, ``language_score``, ...), JSONL or text files, in sorted order.
+
+Every document gets a canonical id from its place in the sources, ``(source, file, row)``, that does not
+depend on how many tasks read them. Tasks split the work by whole files when a file set has at least as many
+files as there are tasks, and otherwise by blocks of ``unit_docs`` consecutive documents (every task then
+reads the file and keeps its own blocks). Everything downstream orders documents by this id, which is what
+makes the output the same for any number of tasks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fertility.text import TextError, TextSource, iter_documents, parse_text_arg
+
+_GLOB_CHARS = "*?["
+_FILE_BITS = 32  # canonical id = source << 48 | file << 32 | row
+_SOURCE_BITS = 48
+
+
+@dataclass(frozen=True)
+class RawDocument:
+    source: int
+    uid: int  # canonical id
+    text: str
+    language_score: float | None = None
+
+
+def is_file_set(spec: str) -> bool:
+    """A glob or a URL: read through fsspec rather than ``fertility.text``."""
+    return "://" in spec or any(c in spec for c in _GLOB_CHARS)
+
+
+def parse_source(arg: str) -> TextSource:
+    """``LANG=SPEC`` -> source; a file set may end in ``:FIELD`` (the JSONL field or parquet column)."""
+    lang, sep, rest = arg.partition("=")
+    if sep and lang.strip() and is_file_set(rest):
+        path, colon, field = rest.rpartition(":")
+        if colon and field and "/" not in field and path and not path.endswith(":"):
+            return TextSource(lang.strip(), path, field)
+        return TextSource(lang.strip(), rest)
+    return parse_text_arg(arg)
+
+
+def uid(source: int, file: int, row: int) -> int:
+    return (source << _SOURCE_BITS) | (file << _FILE_BITS) | row
+
+
+def source_of(uids):
+    """The source index of canonical ids (works on ints and numpy arrays)."""
+    return uids >> _SOURCE_BITS
+
+
+def list_files(source: TextSource) -> list[str]:
+    """The files of a file set, sorted, as URLs fsspec opens; ``[spec]`` for any other source."""
+    if not is_file_set(source.spec):
+        return [source.spec]
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(source.spec)
+    found = sorted(fs.glob(path)) if any(c in path for c in _GLOB_CHARS) else ([path] if fs.exists(path) else [])
+    if not found:
+        raise TextError(f"{source.spec}: matches no files")
+    return [fs.unstrip_protocol(f) for f in found]
+
+
+def _parquet_rows(url: str, field: str, min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with fsspec.open(url, "rb") as f:
+        try:
+            pf = pq.ParquetFile(f)
+        except (pa.ArrowException, OSError) as e:
+            raise TextError(f"{url}: not a readable parquet file ({e})") from None
+        names = pf.schema_arrow.names
+        if field not in names:
+            raise TextError(f"{url}: no column {field!r} (found {names}); pass PATH:COLUMN to choose one")
+        score = min_language_score is not None
+        if score and "language_score" not in names:
+            raise TextError(f"{url}: no column 'language_score' (found {names}), which --min-language-score "
+                            f"filters on; FineWeb-2 and FineWeb-Edu files have it")
+        row = 0
+        for batch in pf.iter_batches(batch_size=1024, columns=[field, "language_score"] if score else [field]):
+            texts = batch.column(0).to_pylist()
+            scores = batch.column(1).to_pylist() if score else [None] * len(texts)
+            for text, s in zip(texts, scores, strict=True):
+                if text is not None and not isinstance(text, str):
+                    raise TextError(f"{url}: row {row + 1} column {field!r} is {type(text).__name__}, "
+                                    f"expected a string")
+                if text and text.strip():
+                    yield row, text, s
+                row += 1
+
+
+def _line_rows(url: str, field: str | None, errors: str, counters: dict) -> Iterator[tuple[int, str, None]]:
+    import fsspec
+
+    with fsspec.open(url, "rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw) if url.endswith(".gz") else raw
+        for line_no, line in enumerate(io.BufferedReader(stream) if url.endswith(".gz") else stream, start=1):
+            try:
+                text = line.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                if errors == "skip":
+                    counters["bad_utf8"] = counters.get("bad_utf8", 0) + 1
+                    continue
+                raise TextError(f"{url}:{line_no}: not valid UTF-8; expected UTF-8 text (or --bad-utf8 skip)") from None
+            if field is not None and text.strip():
+                try:
+                    text = json.loads(text)[field]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise TextError(f"{url}:{line_no}: no JSON field {field!r}; pass PATH:FIELD to choose one") from None
+            if isinstance(text, str) and text.strip():
+                yield line_no - 1, text, None
+
+
+def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: str, counters: dict,
+               min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
+    """(row, text, language score) of one file; ``row`` numbers the documents of the file from 0."""
+    if not is_file_set(source.spec):
+        for row, doc in enumerate(iter_documents(source, max_chars=max_chars, errors=errors, counters=counters)):
+            yield row, doc.text, None
+        return
+    name = url.lower()
+    if name.endswith(".parquet"):
+        yield from _parquet_rows(url, source.field, min_language_score)
+    elif name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
+        yield from _line_rows(url, source.field, errors, counters)
+    else:
+        yield from _line_rows(url, None, errors, counters)
+
+
+def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_docs: int, max_chars: int | None,
+              bad_utf8: str, min_language_score: float | None,
+              counters: list[dict]) -> Iterator[RawDocument]:
+    """The documents task ``rank`` of ``world_size`` reads, in canonical order.
+
+    ``counters[source]`` receives ``bad_utf8`` (from the one task that owns the file, or its first block) and,
+    for documents dropped here, ``documents_in`` and ``drop_language_score``.
+    """
+    errors = "skip" if bad_utf8 == "skip" else "strict"
+    for s, source in enumerate(sources):
+        files = list_files(source)
+        by_file = len(files) >= world_size and max_chars is None
+        chars = 0
+        for f, url in enumerate(files):
+            if by_file and f % world_size != rank:
+                continue
+            file_counters: dict = {}
+            limit = None if max_chars is None else max_chars - chars
+            for row, text, score in _file_rows(source, url, max_chars=limit, errors=errors, counters=file_counters,
+                                               min_language_score=min_language_score):
+                chars += len(text)
+                mine = by_file or (f + row // unit_docs) % world_size == rank
+                if mine:
+                    if min_language_score is not None and score is not None and score < min_language_score:
+                        # Counted here, since the document never reaches the cleaning step that counts the rest.
+                        for key in ("documents_in", "drop_language_score"):
+                            counters[s][key] = counters[s].get(key, 0) + 1
+                    else:
+                        yield RawDocument(s, uid(s, f, row), text, score)
+                if max_chars is not None and chars >= max_chars:
+                    break
+            if by_file or f % world_size == rank:
+                counters[s]["bad_utf8"] = counters[s].get("bad_utf8", 0) + file_counters.get("bad_utf8", 0)
+            if max_chars is not None and chars >= max_chars:
+                break
