@@ -1,0 +1,80 @@
+"""The same bytes whatever runs the pipeline: the local executor with 1 and 2 tasks, and Ray (a local instance
+with 2 CPUs, started once for this module); a FineWeb-2-schema parquet file set as a source, offline."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from corpus.build import BuildConfig, build
+from corpus.executors import ExecutorConfig
+from corpus.ingest import IngestConfig
+from fertility.text import iter_documents, parse_text_arg
+
+
+def _sha256(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _fineweb2_parquet(sample_dir: Path, folder: Path) -> None:
+    """Two parquet files in FineWeb-2's schema, from the sample's Bangla text; every third row scores low."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [d.text for d in iter_documents(parse_text_arg(f"bn={sample_dir}/bn/poems-pd-banglakosh.txt.gz"),
+                                            max_chars=60_000)]
+    folder.mkdir()
+    for part, rows in enumerate((texts[: len(texts) // 2], texts[len(texts) // 2:])):
+        n = len(rows)
+        pq.write_table(pa.table({
+            "text": rows, "id": [f"<urn:uuid:{part}-{i}>" for i in range(n)], "dump": ["CC-MAIN-2024-10"] * n,
+            "url": [f"https://example.org/{part}/{i}" for i in range(n)], "date": ["2024-02-20T00:00:00Z"] * n,
+            "file_path": ["s3://commoncrawl/x.warc.gz"] * n, "language": ["ben"] * n,
+            "language_score": [0.5 if i % 3 == 0 else 0.99 for i in range(n)], "language_script": ["Beng"] * n,
+            "minhash_cluster_size": [1] * n, "top_langs": ['{"ben_Beng_score": 0.99}'] * n,
+        }), folder / f"{part:03d}_00000.parquet")
+
+
+@pytest.fixture(scope="module")
+def config(sample_dir, tmp_path_factory) -> BuildConfig:
+    parquet = tmp_path_factory.mktemp("fineweb2") / "ben_Beng"
+    _fineweb2_parquet(sample_dir, parquet)
+    ingest = IngestConfig(tokenizer="gpt2", unit_docs=50, max_chars=None, min_language_score=0.872)
+    return BuildConfig(sources=[f"bn={parquet}/*.parquet", f"en={sample_dir}/en/wiki-en-chinapedia.txt.gz"],
+                       tokens=30_000, mix={"bn": 0.6, "en": 0.4}, seed=5, val_tokens=2_000, shard_tokens=4_000,
+                       ingest=ingest)
+
+
+@pytest.fixture(scope="module")
+def local_one(config, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("local1")
+    build(config, out, executor=ExecutorConfig(workers=1, tasks=1, progress=False))
+    return out
+
+
+def test_fineweb2_parquet_source_filters_by_language_score(local_one):
+    import json
+
+    report = json.loads((local_one / "report.json").read_text())
+    bn = next(s for s in report["sources"] if s["language"] == "bn")
+    assert bn["counters"]["drop_language_score"] > 0
+    assert bn["kept"]["documents"] > 0 and bn["name"].endswith("*.parquet")
+
+
+@pytest.mark.slow
+def test_local_two_tasks_equals_one(config, local_one, tmp_path):
+    build(config, tmp_path, executor=ExecutorConfig(workers=2, tasks=2, progress=False))
+    assert _sha256(tmp_path) == _sha256(local_one)
+
+
+@pytest.mark.slow
+def test_ray_equals_local(config, local_one, tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
+    finally:
+        ray.shutdown()
+    assert _sha256(tmp_path) == _sha256(local_one)
