@@ -54,6 +54,7 @@ from fertility.text import TextSource
 
 WORK_DIR = ".work"
 PACK_PROGRESS = ".pack.json"
+POOL_TOKENS = 20_000_000
 __all__ = ["BuildConfig", "BuildError", "build", "plan_only"]
 
 
@@ -185,7 +186,8 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
         bar.update(sizes[file])
 
     try:
-        if workers > 1 and len(todo) > 1:
+        # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
+        if workers > 1 and len(todo) > 1 and sum(sizes[j.file] for j in todo) > POOL_TOKENS:
             with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
                 for file, sha in pool.imap(_star_write_job, args):
                     record(file, sha)

@@ -9,6 +9,7 @@ datatrove logging folder, whose completion markers let a rerun skip the tasks al
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,6 +83,8 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
     if config.ray_address:
         ray.init(address=config.ray_address, log_to_driver=False)
     else:
+        # Ray gives a starting node 60 s to register, which a busy shared machine can exceed.
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")
         ray.init(num_cpus=config.workers, include_dashboard=False, log_to_driver=False)
     try:
         yield

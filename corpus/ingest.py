@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from corpus.progress import BuildStatus, StageWatcher
 from fertility.text import TextSource
 
 FINGERPRINT_NAME = "ingest.json"
+IN_PROCESS_BUCKETS_BYTES = 256 * 2**20
 
 
 class IngestError(RuntimeError):
@@ -130,9 +131,21 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_url: str, token
         if name == "buckets" and not config.dedup.near:
             continue
         logs = f"{stage_url}/logs/{name}"
+        stage_executor = executor
+        if name == "buckets" and _size(f"{stage_url}/minhash/signatures") < IN_PROCESS_BUCKETS_BYTES:
+            # Merging small signature files takes less time than starting a worker process (or Ray task) does.
+            stage_executor = replace(executor, kind="local", workers=1)
         with StageWatcher(status, executor.status_file, stage_url, name, logs, n, show=executor.progress):
-            run_pipeline(executor, steps, n, logs)
+            run_pipeline(stage_executor, steps, n, logs)
     return _reduce(sources, config, stage_url, tasks)
+
+
+def _size(url: str) -> int:
+    """Total bytes of the files under ``url``."""
+    from datatrove.io import get_datafolder
+
+    folder = get_datafolder(url)
+    return sum(folder.size(path) for path in folder.list_files()) if folder.isdir("") else 0
 
 
 def _load_npz(folder, path: str) -> dict[str, np.ndarray]:

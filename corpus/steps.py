@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
 
 import numpy as np
 from datatrove.data import Document, DocumentsPipeline
@@ -123,27 +125,30 @@ class TokenizeAndStore(PipelineStep):
         compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]
         meta: dict[str, list] = {k: [] for k in ("uid", "source", "tokens", "chars", "bytes", "keys", "compare")}
         folder = get_datafolder(self.work_url)
-        with folder.open(f"docs/{rank:05d}.tokens", "wb") as out:
-            batch: list[Document] = []
-            for doc in data:
-                batch.append(doc)
-                if len(batch) >= BATCH_DOCS:
-                    yield from self._batch(batch, tok, compare, out, meta)
-                    batch = []
-            if batch:
-                yield from self._batch(batch, tok, compare, out, meta)
+
+        def encode(texts: list[str]) -> tuple[list, list]:
+            return tok.encode_ids(texts), [[len(x) for x in c.encode_ids(texts)] for c in compare]
+
+        # A thread tokenizes (natively, outside the GIL) while this one cleans the next batch; two batches
+        # wait at most, so a slow batch on either side stalls neither and memory stays bounded.
+        pending: deque = deque()
+        with folder.open(f"docs/{rank:05d}.tokens", "wb") as out, ThreadPoolExecutor(max_workers=1) as pool:
+            for batch in _batches(data, BATCH_DOCS):
+                pending.append((batch, pool.submit(encode, [d.text for d in batch])))
+                if len(pending) > 2:
+                    yield from self._store(*pending.popleft(), out, meta)
+            while pending:
+                yield from self._store(*pending.popleft(), out, meta)
         arrays = {k: np.array(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
         arrays["keys"] = np.frombuffer(b"".join(meta["keys"]), dtype=np.uint8).reshape(-1, 16)
         arrays["compare"] = np.array(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
         with folder.open(f"docs/{rank:05d}.meta.npz", "wb") as f:
             f.write(_npz_bytes(**arrays))
 
-    def _batch(self, docs, tok, compare, out, meta) -> Iterator[Document]:
-        texts = [d.text for d in docs]
-        ids = tok.encode_ids(texts)
-        counts = [[len(x) for x in c.encode_ids(texts)] for c in compare]
+    def _store(self, docs: list[Document], encoded: Future, out, meta: dict[str, list]) -> Iterator[Document]:
+        ids, counts = encoded.result()
+        out.write(np.fromiter(chain.from_iterable(ids), dtype="<u4", count=sum(len(x) for x in ids)).tobytes())
         for i, (doc, tokens) in enumerate(zip(docs, ids, strict=True)):
-            out.write(np.asarray(tokens, dtype="<u4").tobytes())
             meta["uid"].append(doc.metadata["uid"])
             meta["source"].append(doc.metadata["source"])
             meta["tokens"].append(len(tokens))
@@ -151,8 +156,19 @@ class TokenizeAndStore(PipelineStep):
             meta["bytes"].append(len(doc.text.encode("utf-8")))
             meta["keys"].append(doc.metadata.pop("key"))
             meta["compare"].append([c[i] for c in counts])
-            self.stat_update("tokens", value=len(tokens))
             yield doc
+        self.stat_update("tokens", value=sum(len(x) for x in ids))
+
+
+def _batches(data: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in data:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class _Words(WordTokenizer):

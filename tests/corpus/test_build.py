@@ -7,7 +7,6 @@ import json
 import shutil
 from collections import Counter
 
-import numpy as np
 import pytest
 import regex
 

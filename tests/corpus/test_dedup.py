@@ -46,10 +46,11 @@ def test_near_duplicates_keep_the_smallest_id_of_each_cluster():
     assert not near_duplicates(uids, np.zeros((0, 2), dtype=np.int64)).any()
 
 
-def test_bands_fit_the_hashes():
-    for threshold in (0.5, 0.8, 0.9):
-        b, r = bands(threshold, 64)
-        assert b * r <= 64 and b >= 1
+def test_bands_are_datasketch_choice():
+    from datasketch.lsh import _optimal_param
+
+    for threshold in (0.5, 0.63, 0.8, 0.9):
+        assert bands(threshold, 64) == tuple(_optimal_param(threshold, 64, 0.5, 0.5))
 
 
 @pytest.mark.parametrize("tasks", [1, 2])

@@ -11,6 +11,7 @@ import pytest
 from corpus.build import BuildConfig, build
 from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig
+from corpus.sources import parse_source
 from fertility.text import iter_documents, parse_text_arg
 
 
@@ -50,8 +51,26 @@ def config(sample_dir, tmp_path_factory) -> BuildConfig:
 @pytest.fixture(scope="module")
 def local_one(config, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("local1")
-    build(config, out, executor=ExecutorConfig(workers=1, tasks=1, progress=False))
+    status = tmp_path_factory.mktemp("status") / "status.json"
+    build(config, out, executor=ExecutorConfig(workers=1, tasks=1, progress=False, status_file=str(status)))
+    (out.parent / "status.json").write_bytes(status.read_bytes())
     return out
+
+
+def test_status_file_shows_every_stage_done(local_one):
+    import json
+
+    stages = json.loads((local_one.parent / "status.json").read_text())["stages"]
+    assert [s["stage"] for s in stages] == ["ingest", "buckets"]
+    assert all(s["done"] and s["tasks_done"] == s["tasks"] and s["eta_s"] == 0 for s in stages)
+    assert stages[0]["documents"] > 0 and stages[0]["bytes"] > stages[0]["documents"]
+
+
+def test_hub_file_sets_are_fsspec_urls():
+    source = parse_source("bn=hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet")
+    assert (source.lang, source.field) == ("bn", "text")
+    assert source.spec == "hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet"
+    assert parse_source("en=s3://bucket/edu/*.jsonl.gz:body").field == "body"
 
 
 def test_fineweb2_parquet_source_filters_by_language_score(local_one):
@@ -72,9 +91,7 @@ def test_local_two_tasks_equals_one(config, local_one, tmp_path):
 @pytest.mark.slow
 def test_ray_equals_local(config, local_one, tmp_path):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
-    finally:
-        ray.shutdown()
+    # No --ray-address: the build starts a local Ray instance with --workers (2) CPUs and stops it.
+    build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
+    assert not ray.is_initialized()
     assert _sha256(tmp_path) == _sha256(local_one)
