@@ -11,7 +11,7 @@ from pathlib import Path
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
-from corpus.executors import EXECUTORS, ExecutorConfig
+from corpus.executors import EXECUTORS, ExecutorConfig, StageError
 from corpus.ingest import IngestConfig, IngestError
 from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.prepare import corpus_tables
@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (BuildError, IngestError, PlanError, ShardError, TextError, TokenizerLoadError, ValueError) as e:
+    except (BuildError, IngestError, PlanError, ShardError, StageError, TextError, TokenizerLoadError,
+            ValueError) as e:
         print(f"corpus {args.command}: error: {e}", file=sys.stderr)
         return 2
 

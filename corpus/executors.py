@@ -23,6 +23,10 @@ from datatrove.utils.logging import logger
 EXECUTORS = ("local", "ray")
 
 
+class StageError(RuntimeError):
+    """Tasks of a stage failed; their logs say why, and a rerun retries them."""
+
+
 @dataclass
 class ExecutorConfig:
     """How to run the stages; none of it changes the output."""
@@ -113,5 +117,5 @@ def run_pipeline(config: ExecutorConfig, pipeline: list, tasks: int, logging_dir
     executor.run()
     incomplete = executor.get_incomplete_ranks(skip_completed=True)
     if incomplete:
-        raise RuntimeError(f"{len(incomplete)} of {tasks} tasks failed (see {logging_dir}/logs); rerun the same "
+        raise StageError(f"{len(incomplete)} of {tasks} tasks failed (see {logging_dir}/logs); rerun the same "
                            f"command to retry them")

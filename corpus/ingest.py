@@ -27,6 +27,7 @@ from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
 from corpus.executors import ExecutorConfig, run_pipeline
 from corpus.progress import BuildStatus, StageWatcher
+from corpus.sources import check_sources
 from fertility.text import TextSource
 
 FINGERPRINT_NAME = "ingest.json"
@@ -121,6 +122,7 @@ def ingest(sources: list[TextSource], config: IngestConfig, work_url: str, token
     """Run (or finish) the ingest stages in ``work_url`` and reduce their files to :class:`Ingested`."""
     work_url = str(work_url).rstrip("/")
     tasks = executor.ingest_tasks
+    check_sources(sources, config.min_language_score)
     _check_fingerprint(work_url, {"sources": [asdict(s) for s in sources], "config": asdict(config),
                                   "tokenizer_sha256": tokenizer_sha})
     stage_url = f"{work_url}/t{tasks}"

@@ -73,6 +73,31 @@ def list_files(source: TextSource) -> list[str]:
     return [fs.unstrip_protocol(f) for f in found]
 
 
+def check_sources(sources: list[TextSource], min_language_score: float | None) -> None:
+    """Fail before any work on a source that cannot be read: a missing path, a file set that matches nothing,
+    a parquet file set without the column to read (or ``language_score`` when it is filtered on)."""
+    from pathlib import Path
+
+    for source in sources:
+        if not is_file_set(source.spec):
+            if not source.spec.startswith("hf:") and not Path(source.spec).exists():
+                raise TextError(f"{source.spec}: no such file or directory (expected a text, JSONL or parquet file)")
+            continue
+        first = list_files(source)[0]
+        if first.lower().endswith(".parquet"):
+            import fsspec
+            import pyarrow.parquet as pq
+
+            with fsspec.open(first, "rb") as f:
+                names = pq.ParquetFile(f).schema_arrow.names
+            needed = [source.field] + (["language_score"] if min_language_score is not None else [])
+            for column in needed:
+                if column not in names:
+                    raise TextError(f"{first}: no column {column!r} (found {names})"
+                                    + ("; pass PATH:COLUMN to choose one" if column == source.field else
+                                       "; --min-language-score filters on it"))
+
+
 def _parquet_rows(url: str, field: str, min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
     import fsspec
     import pyarrow as pa

@@ -95,3 +95,22 @@ def test_ray_equals_local(config, local_one, tmp_path):
     build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
     assert not ray.is_initialized()
     assert _sha256(tmp_path) == _sha256(local_one)
+
+
+def test_unreadable_file_sets_fail_before_any_work(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.cli import main
+
+    pq.write_table(pa.table({"text": ["এক দুই তিন চার পাঁচ ছয় সাত আট"]}), tmp_path / "a.parquet")
+    common = ["--tokenizer", "gpt2", "--mix", "bn=1", "--tokens", "100", "--workers", "1", "--no-progress"]
+    out = tmp_path / "out"
+    assert main(["build", "--source", f"bn={tmp_path}/*.parquet", "--min-language-score", "0.9", "--out", str(out),
+                 *common]) == 2
+    assert "a.parquet: no column 'language_score'" in capsys.readouterr().err
+    assert main(["build", "--source", f"bn={tmp_path}/*.parquet:body", "--out", str(out), *common]) == 2
+    assert "no column 'body'" in capsys.readouterr().err
+    assert main(["build", "--source", f"bn={tmp_path}/*.jsonl", "--out", str(out), *common]) == 2
+    assert "matches no files" in capsys.readouterr().err
+    assert not (out / ".work" / "t1").exists()
