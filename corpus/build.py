@@ -14,6 +14,8 @@ import json
 import multiprocessing as mp
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -36,7 +38,7 @@ from corpus.prepare import (
     tokenizer_info,
     train_mask,
 )
-from corpus.progress import BuildStatus
+from corpus.progress import BuildStatus, StageStatus
 from corpus.report import ReportInput, write_report
 from corpus.shards import (
     MANIFEST_NAME,
@@ -50,6 +52,7 @@ from corpus.shards import (
     read_header,
 )
 from fertility.adapters import load_tokenizer
+from fertility.fileio import write_json
 from fertility.text import TextSource
 
 WORK_DIR = ".work"
@@ -163,8 +166,12 @@ def _layout_hash(jobs: list[ShardJob], table: DocTable) -> str:
 
 
 def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url: str, tok: TokenizerInfo,
-                 dtype: str, *, workers: int = 1, progress: bool = True) -> dict[str, str]:
-    """Write every shard not already recorded in ``.pack.json``; returns ``{file: sha256}`` for all of them."""
+                 dtype: str, *, workers: int = 1, progress: bool = True,
+                 on_shard: Callable[[int, int], None] | None = None) -> dict[str, str]:
+    """Write every shard not already recorded in ``.pack.json``; returns ``{file: sha256}`` for all of them.
+
+    ``on_shard(shards done, documents done)`` is called after each shard (the build's status file).
+    """
     progress_path = out_dir / PACK_PROGRESS
     layout = _layout_hash(jobs, table)
     done: dict[str, str] = {}
@@ -179,11 +186,14 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
                disable=not progress, dynamic_ncols=True)
     bar.update(int(sum(table.tokens[j.docs].sum() for j in jobs if j.file in done)))
     sizes = {j.file: int(table.tokens[j.docs].sum()) for j in jobs}
+    documents = {j.file: len(j.docs) for j in jobs}
 
     def record(file: str, sha: str) -> None:
         done[file] = sha
         atomic_write_bytes(progress_path, json.dumps({"layout": layout, "done": done}, indent=1).encode())
         bar.update(sizes[file])
+        if on_shard is not None:
+            on_shard(len(done), sum(documents[f] for f in done))
 
     try:
         # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
@@ -238,6 +248,25 @@ def _check_existing(out_dir: Path, info: TokenizerInfo, args: dict, append: bool
     return existing
 
 
+def pack_status(status: BuildStatus, path: str | None, jobs: list[ShardJob]) -> Callable[[int, int], None]:
+    """The packing stage in the status file: shards as its tasks, documents written, rate and ETA."""
+    stage = StageStatus("pack", len(jobs), total_documents=sum(len(j.docs) for j in jobs))
+    status.stages.append(stage)
+    start = time.monotonic()
+
+    def update(shards: int, documents: int) -> None:
+        stage.tasks_done, stage.documents = shards, documents
+        stage.elapsed_s = time.monotonic() - start
+        stage.documents_per_s = documents / stage.elapsed_s if stage.elapsed_s else 0.0
+        share = documents / stage.total_documents if stage.total_documents else 1.0
+        stage.done = shards == len(jobs)
+        stage.eta_s = stage.elapsed_s * (1 - share) / share if share else None
+        if path is not None:
+            write_json(path, asdict(status))
+
+    return update
+
+
 def _work_url(out_dir: Path, work_dir: str | None) -> str:
     return str(work_dir).rstrip("/") if work_dir else str((out_dir / WORK_DIR).resolve())
 
@@ -283,7 +312,7 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
     if existing is not None and existing.dtype != dtype:
         raise BuildError(f"{out_dir}: existing shards are {existing.dtype}, this tokenizer needs {dtype}")
     hashes = write_shards(jobs, table, out_dir, work_url, info, dtype, workers=executor.workers,
-                          progress=executor.progress)
+                          progress=executor.progress, on_shard=pack_status(status, executor.status_file, jobs))
     languages = [s.language for s in prepared.states]
     new_shards = [_shard_info(j, table, languages, hashes[j.file]) for j in jobs]
     sources = [_source_record(src, state) for src, state in zip(prepared.sources, prepared.states, strict=True)]

@@ -3,8 +3,9 @@
 Each task writes ``progress/STAGE/RANK.json`` (documents and bytes done) in the work folder, at most once a
 second, through fsspec, so the same works for tasks on other machines of a Ray cluster. The build process
 sums them, counts the tasks datatrove marked complete, and shows documents and bytes done, their rate, and an
-ETA (from the share of finished tasks, or from a known total of documents) on the terminal and in a JSON
-status file that a user can watch (``--status-file``).
+ETA on the terminal and in a JSON status file that a user can watch (``--status-file``). The ETA comes from the
+tasks' own estimates of their share done where every task has one (the readers know the size of their
+input), else from the share of finished tasks.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ class TaskProgress:
     def __init__(self, work_url: str, stage: str, rank: int, every: float = 1.0):
         self.work_url, self.path, self.every = work_url, f"progress/{stage}/{rank:05d}.json", every
         self.documents = self.bytes = 0
+        self.done: float | None = None  # the task's own estimate of its share done, where it has one
         self._last = 0.0
 
-    def add(self, documents: int, n_bytes: int) -> None:
+    def add(self, documents: int, n_bytes: int, done: float | None = None) -> None:
         self.documents += documents
         self.bytes += n_bytes
+        self.done = done
         if time.monotonic() - self._last >= self.every:
             self.flush()
 
@@ -37,7 +40,7 @@ class TaskProgress:
         from datatrove.io import get_datafolder
 
         with get_datafolder(self.work_url).open(self.path, "w") as f:
-            json.dump({"documents": self.documents, "bytes": self.bytes}, f)
+            json.dump({"documents": self.documents, "bytes": self.bytes, "done": self.done}, f)
         self._last = time.monotonic()
 
 
@@ -110,6 +113,7 @@ class StageWatcher:
 
         work, s = get_datafolder(self.work_url), self.stage
         docs = n_bytes = 0
+        shares: list[float | None] = []
         for path in work.list_files(f"progress/{s.stage}") if work.isdir(f"progress/{s.stage}") else []:
             try:
                 with work.open(path, "r") as f:
@@ -118,13 +122,17 @@ class StageWatcher:
                 continue
             docs += counts["documents"]
             n_bytes += counts["bytes"]
+            shares.append(counts.get("done"))
         logs = get_datafolder(self.logging_dir)
         s.tasks_done = len(logs.list_files("completions")) if logs.isdir("completions") else 0
+        # Where every started task reports its share done: the mean over all tasks (unstarted ones count 0).
+        estimate = sum(shares) / s.tasks if shares and all(x is not None for x in shares) else None
         s.documents, s.bytes = docs, n_bytes
         s.elapsed_s = time.monotonic() - self._start
         s.documents_per_s = docs / s.elapsed_s if s.elapsed_s else 0.0
         s.bytes_per_s = n_bytes / s.elapsed_s if s.elapsed_s else 0.0
-        done_share = (docs / s.total_documents if s.total_documents else s.tasks_done / s.tasks if s.tasks else 0)
+        done_share = (docs / s.total_documents if s.total_documents else estimate if estimate is not None
+                      else s.tasks_done / s.tasks if s.tasks else 0)
         s.eta_s = 0.0 if s.done else (s.elapsed_s * (1 - done_share) / done_share if done_share > 0 else None)
         if self.status_path is not None:
             Path(self.status_path).parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ class RawDocument:
     source: int
     uid: int  # canonical id
     text: str
-    language_score: float | None = None
+    done: float | None = None  # estimated share of the task's input read so far (None: unknown)
 
 
 def is_file_set(spec: str) -> bool:
@@ -166,6 +166,62 @@ def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: s
         yield from _line_rows(url, None, errors, counters)
 
 
+def _input_size(url: str) -> tuple[int, str] | None:
+    """(size, unit) of a file's content for progress: parquet rows, or text bytes (a gzip file's trailer
+    holds its size modulo 4 GiB); None where unknown (hub datasets)."""
+    if url.startswith("hf:") and not url.startswith("hf://"):
+        return None
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(url)
+        if path.lower().endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            with fs.open(path, "rb") as f:
+                return pq.ParquetFile(f).metadata.num_rows, "rows"
+        if path.lower().endswith(".gz"):
+            with fs.open(path, "rb") as f:
+                f.seek(-4, 2)
+                return int.from_bytes(f.read(4), "little"), "bytes"
+        return None if fs.isdir(path) else (fs.size(path), "bytes")
+    except (OSError, ValueError):
+        return None
+
+
+class _Done:
+    """The estimated share of a task's input read: files weighted by their size on disk, and within a file the
+    rows or bytes read (or, with ``max_chars``, each source's characters against its limit)."""
+
+    def __init__(self, plan: list[tuple[int, str]], n_sources: int, max_chars: int | None):
+        import fsspec
+
+        self.max_chars, self.n_sources = max_chars, n_sources
+        self.sizes = {url: _input_size(url) for _, url in plan}
+        disk = {}
+        for _, url in plan:
+            try:
+                fs, path = fsspec.core.url_to_fs(url)
+                disk[url] = max(1, fs.size(path) or 1)
+            except (OSError, ValueError, TypeError):
+                disk[url] = 1
+        total = sum(disk.values()) or 1
+        self.weight = {url: w / total for url, w in disk.items()}
+        self.before = 0.0  # share of the files already finished
+
+    def finish_file(self, url: str) -> None:
+        self.before += self.weight.get(url, 0.0)
+
+    def at(self, source: int, url: str, row: int, bytes_read: int, chars: int) -> float | None:
+        if self.max_chars is not None:
+            return min(1.0, (source + min(1.0, chars / self.max_chars)) / self.n_sources)
+        size = self.sizes.get(url)
+        if size is None or not size[0]:
+            return None
+        inside = (row + 1) / size[0] if size[1] == "rows" else bytes_read / size[0]
+        return min(0.999, self.before + self.weight[url] * min(1.0, inside))
+
+
 def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_docs: int, max_chars: int | None,
               bad_utf8: str, min_language_score: float | None,
               counters: list[dict]) -> Iterator[RawDocument]:
@@ -175,28 +231,34 @@ def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_doc
     for documents dropped here, ``documents_in`` and ``drop_language_score``.
     """
     errors = "skip" if bad_utf8 == "skip" else "strict"
+    files = [list_files(source) for source in sources]
+    by_file = [len(f) >= world_size and max_chars is None for f in files]
+    plan = [(s, url) for s, urls in enumerate(files) for f, url in enumerate(urls)
+            if not by_file[s] or f % world_size == rank]
+    done = _Done(plan, len(sources), max_chars)
     for s, source in enumerate(sources):
-        files = list_files(source)
-        by_file = len(files) >= world_size and max_chars is None
         chars = 0
-        for f, url in enumerate(files):
-            if by_file and f % world_size != rank:
+        for f, url in enumerate(files[s]):
+            if by_file[s] and f % world_size != rank:
                 continue
             file_counters: dict = {}
             limit = None if max_chars is None else max_chars - chars
+            bytes_read = 0
             for row, text, score in _file_rows(source, url, max_chars=limit, errors=errors, counters=file_counters,
                                                min_language_score=min_language_score):
                 chars += len(text)
-                mine = by_file or (f + row // unit_docs) % world_size == rank
+                bytes_read += len(text.encode("utf-8")) + 1
+                mine = by_file[s] or (f + row // unit_docs) % world_size == rank
                 if mine:
                     if min_language_score is not None and score is not None and score < min_language_score:
                         # Counted here, since the document never reaches the cleaning step that counts the rest.
                         for key in ("documents_in", "drop_language_score"):
                             counters[s][key] = counters[s].get(key, 0) + 1
                     else:
-                        yield RawDocument(s, uid(s, f, row), text, score)
+                        yield RawDocument(s, uid(s, f, row), text, done.at(s, url, row, bytes_read, chars))
                 if max_chars is not None and chars >= max_chars:
                     break
+            done.finish_file(url)
             if by_file or f % world_size == rank:
                 counters[s]["bad_utf8"] = counters[s].get("bad_utf8", 0) + file_counters.get("bad_utf8", 0)
             if max_chars is not None and chars >= max_chars:

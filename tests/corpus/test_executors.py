@@ -61,9 +61,10 @@ def test_status_file_shows_every_stage_done(local_one):
     import json
 
     stages = json.loads((local_one.parent / "status.json").read_text())["stages"]
-    assert [s["stage"] for s in stages] == ["ingest", "buckets"]
+    assert [s["stage"] for s in stages] == ["ingest", "buckets", "pack"]
     assert all(s["done"] and s["tasks_done"] == s["tasks"] and s["eta_s"] == 0 for s in stages)
     assert stages[0]["documents"] > 0 and stages[0]["bytes"] > stages[0]["documents"]
+    assert stages[2]["documents"] == stages[2]["total_documents"] > 0
 
 
 def test_hub_file_sets_are_fsspec_urls():
