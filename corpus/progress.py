@@ -88,6 +88,7 @@ class StageWatcher:
         self.stage = StageStatus(stage, tasks, total_documents=total_documents)
         status.stages.append(self.stage)
         self.show, self.every = show, every
+        self._seen: dict[str, dict] = {}  # last counts read from each task's file
         self._stop = threading.Event()
         self._start = time.monotonic()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -118,8 +119,11 @@ class StageWatcher:
             try:
                 with work.open(path, "r") as f:
                     counts = json.load(f)
-            except (OSError, json.JSONDecodeError):  # being rewritten right now; next poll reads it
-                continue
+                self._seen[path] = counts
+            except (OSError, json.JSONDecodeError):  # being rewritten right now: its previous counts
+                counts = self._seen.get(path)
+                if counts is None:
+                    continue
             docs += counts["documents"]
             n_bytes += counts["bytes"]
             shares.append(counts.get("done"))
