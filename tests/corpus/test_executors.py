@@ -115,3 +115,13 @@ def test_unreadable_file_sets_fail_before_any_work(tmp_path, capsys):
     assert main(["build", "--source", f"bn={tmp_path}/*.jsonl", "--out", str(out), *common]) == 2
     assert "matches no files" in capsys.readouterr().err
     assert not (out / ".work" / "t1").exists()
+
+
+def test_work_folder_on_an_fsspec_filesystem(config, local_one, tmp_path):
+    import fsspec
+
+    # memory:// stands in for s3:// or gs:// (it lives in this process, so one in-process task).
+    build(config, tmp_path, executor=ExecutorConfig(workers=1, tasks=1, progress=False),
+          work_dir="memory://corpus-work")
+    assert _sha256(tmp_path) == _sha256(local_one)
+    assert not fsspec.filesystem("memory").exists("/corpus-work")
