@@ -109,8 +109,10 @@ def run_pipeline(config: ExecutorConfig, pipeline: list, tasks: int, logging_dir
     """Run ``tasks`` tasks of ``pipeline``, skipping those already completed in ``logging_dir``."""
     workers = max(1, min(config.workers, tasks))
     if config.kind == "ray":
+        # A task streams its documents, so half a GB is what it reserves; datatrove's default (2 GB per CPU)
+        # can leave tasks pending forever on a small or busy machine.
         executor = _Ray(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir,
-                                       cpus_per_task=1, mem_per_cpu_gb=0.5)
+                        cpus_per_task=1, mem_per_cpu_gb=0.5)
     else:
         executor = _Local(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir,
                                          start_method="spawn")
