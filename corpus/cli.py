@@ -75,7 +75,7 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
                    help="drop parquet rows whose language_score column (FineWeb-2, FineWeb-Edu) is lower")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="filter settings published with a corpus (fineweb2-ben: FineWeb-2's Bengali thresholds); "
-                        "options given explicitly win")
+                        "an option set to other than its default wins")
     p.add_argument("--no-exact-dedup", action="store_true")
     p.add_argument("--no-near-dedup", action="store_true")
     p.add_argument("--near-dup-threshold", type=float, default=d_dedup.threshold)
