@@ -125,3 +125,14 @@ def test_work_folder_on_an_fsspec_filesystem(config, local_one, tmp_path):
           work_dir="memory://corpus-work")
     assert _sha256(tmp_path) == _sha256(local_one)
     assert not fsspec.filesystem("memory").exists("/corpus-work")
+
+
+def test_fineweb2_preset_fills_options_left_at_their_defaults():
+    from corpus.cli import _config, parser
+
+    args = parser().parse_args(["plan", "--source", "bn=x.parquet", "--tokenizer", "gpt2", "--mix", "bn=1",
+                                "--tokens", "10", "--preset", "fineweb2-ben", "--max-dup-line-share", "0.2"])
+    config = _config(args)
+    assert config.ingest.min_language_score == 0.872
+    assert config.ingest.clean.max_dup_ngram_share == 0.099
+    assert config.ingest.clean.max_dup_line_share == 0.2  # given explicitly
