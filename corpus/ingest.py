@@ -109,8 +109,7 @@ def _stages(sources: list[TextSource], config: IngestConfig, stage_url: str):
                     bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
         CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),
         TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
-        Signatures(f"{stage_url}/minhash/signatures", config.dedup),
-    ]
+    ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
     buckets = [FaultPoint("buckets"),
                MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
                                    config=minhash_config(config.dedup))]
