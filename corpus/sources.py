@@ -80,9 +80,10 @@ def check_sources(sources: list[TextSource], min_language_score: float | None) -
 
     for source in sources:
         if not is_file_set(source.spec):
-            if not source.spec.startswith("hf:") and not Path(source.spec).exists():
+            if source.spec.startswith("hf:"):
+                continue
+            if not Path(source.spec).exists():
                 raise TextError(f"{source.spec}: no such file or directory (expected a text, JSONL or parquet file)")
-            continue
         first = list_files(source)[0]
         if first.lower().endswith(".parquet"):
             import fsspec
@@ -152,15 +153,17 @@ def _line_rows(url: str, field: str | None, errors: str, counters: dict) -> Iter
 
 def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: str, counters: dict,
                min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
-    """(row, text, language score) of one file; ``row`` numbers the documents of the file from 0."""
+    """(row, text, language score) of one file; ``row`` numbers the rows (parquet) or documents of the file
+    from 0. Parquet is read here, not by ``fertility.text``, for its ``language_score`` column."""
+    name = url.lower()
+    if name.endswith(".parquet"):
+        yield from _parquet_rows(url, source.field, min_language_score)
+        return
     if not is_file_set(source.spec):
         for row, doc in enumerate(iter_documents(source, max_chars=max_chars, errors=errors, counters=counters)):
             yield row, doc.text, None
         return
-    name = url.lower()
-    if name.endswith(".parquet"):
-        yield from _parquet_rows(url, source.field, min_language_score)
-    elif name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
+    if name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
         yield from _line_rows(url, source.field, errors, counters)
     else:
         yield from _line_rows(url, None, errors, counters)

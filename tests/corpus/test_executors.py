@@ -136,3 +136,19 @@ def test_fineweb2_preset_fills_options_left_at_their_defaults():
     assert config.ingest.min_language_score == 0.872
     assert config.ingest.clean.max_dup_ngram_share == 0.099
     assert config.ingest.clean.max_dup_line_share == 0.2  # given explicitly
+
+
+def test_a_single_parquet_file_is_filtered_by_language_score_too(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.sources import partition
+
+    pq.write_table(pa.table({"text": ["এক দুই", None, "তিন চার", "পাঁচ ছয়"], "language_score": [0.9, 0.9, 0.5, 0.95]}),
+                   tmp_path / "one.parquet")
+    counters = [{}]
+    docs = list(partition([parse_source(f"bn={tmp_path}/one.parquet")], 0, 1, unit_docs=10, max_chars=None,
+                          bad_utf8="fail", min_language_score=0.872, counters=counters))
+    assert [d.text for d in docs] == ["এক দুই", "পাঁচ ছয়"]
+    assert [d.uid for d in docs] == [0, 3]  # the row, nulls and filtered rows counted
+    assert counters[0]["drop_language_score"] == 1
