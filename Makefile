@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 
-.PHONY: install demo test lint clean
+.PHONY: install browser demo test test-fast lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,20 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	touch $@
 
-install: $(BIN)/.installed
+install: $(BIN)/.installed browser
+
+# The report viewer's browser test (tests/fertility/test_viewer.py) needs Chromium and a font with Bengali
+# glyphs from the system's packages; CI runs as root on Debian. Skipped when present, or when not root.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=bn 2>/dev/null | grep -q .; then \
+		echo "chromium and a Bengali font: already installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+			chromium fonts-beng-extra; \
+	else \
+		echo "chromium or a Bengali font is missing and apt-get as root is not available:" \
+			"tests/fertility/test_viewer.py will skip its browser test"; \
+	fi
 
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" bash scripts/demo.sh
@@ -26,6 +39,11 @@ demo: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# For development: everything but the tests marked slow (the full suite is what CI runs).
+test-fast: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: install
 	$(BIN)/ruff check .

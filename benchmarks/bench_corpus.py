@@ -37,8 +37,8 @@ def _files(data: Path) -> list[tuple[str, Path]]:
 
 def raw_tokenization(tokenizer: str, files: list[tuple[str, Path]], max_chars: int, batch: int) -> tuple[int, float]:
     """UTF-8 bytes of the input and CPU seconds to tokenize it in batches (over all the tokenizer's threads)."""
-    from fertility.adapters import load_tokenizer
     from fertility.text import iter_documents, parse_text_arg
+    from fertility.tokenizers import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
     texts = [d.text for lang, p in files for d in iter_documents(parse_text_arg(f"{lang}={p}"), max_chars=max_chars)]

@@ -1,13 +1,15 @@
-"""Analysis time over the tokenizer's own batched encode time, on the same text (goal: at most 1.25).
+"""``fertility.analyze`` time over the tokenizer's own batched encode time, on the same text (goal: <= 1.25).
 
-    python benchmarks/bench_fertility.py [--tokenizer o200k_base --tokenizer gpt2] [--max-chars 300000]
+    python benchmarks/bench_fertility.py [--tokenizer gpt2 --tokenizer o200k_base --tokenizer bnlp-bn-spm]
+        [--tokenizer-dir ../shared/tokenizers] [--max-chars 1000000] [--repeat 3] [--detail-every 64]
 
-Both sides get the same in-memory batches of the shipped sample (Bangla and English): the peer is the
-tokenizer's batched ``encode_ids``; the analysis is everything ``analyze`` does per batch (scripts, clusters,
-words, encoding with spans, attribution, pre-token pieces). Each is timed best of ``--repeat`` runs. CPU time
-counts every thread of the process (the encoders' and the analysis' workers), so it is the fairer figure on a
-loaded machine. ``extra`` is the cost of one more tokenizer in a report: ``analyze`` lays each batch out once
-for all tokenizers, so that column times the analysis without the layout (``prepare_batch``).
+Both sides get the same documents of the shipped sample in memory (Bangla: both bn files; English: the\nwiki file; the first ``--max-chars`` of each). The peer is the
+tokenizer's batched ``encode_ids`` (tiktoken's ``encode_ordinary_batch``, HF's ``encode_batch_fast``,
+sentencepiece's batched ``encode``) over batches of ``BATCH_CHARS`` characters, as ``analyze`` forms them;
+the analysis is the whole ``fertility.analyze`` call on those documents with ``detail_every`` as the CLI's
+default (every document encoded for exact totals, one block in ``k`` analysed in detail), and once more with
+``detail_every=1`` (everything in detail: the ``exact`` columns). Each is timed best of ``--repeat`` runs in
+process CPU time (all threads), the fairer figure on a shared machine; wall-clock ratios are printed too.
 """
 
 from __future__ import annotations
@@ -16,24 +18,38 @@ import argparse
 import time
 from pathlib import Path
 
-from fertility.adapters import load_tokenizer
-from fertility.analysis import BATCH_CHARS
-from fertility.metrics import count_tokens, prepare_batch
+from fertility.analysis import BATCH_CHARS, analyze
+from fertility.cli import DEFAULT_DETAIL_EVERY
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
-FILES = {"bn": SAMPLE / "bn" / "literature-bnarchive.txt.gz", "en": SAMPLE / "en" / "wiki-en-chinapedia.txt.gz"}
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+FILES = {"bn": [SAMPLE / "bn" / "literature-bnarchive.txt.gz", SAMPLE / "bn" / "poems-pd-banglakosh.txt.gz"],
+         "en": [SAMPLE / "en" / "wiki-en-chinapedia.txt.gz"]}
+SHARED = ROOT.parent / "shared" / "tokenizers"
 
 
-def batches(path: Path, max_chars: int) -> list[list[str]]:
+def batches(docs: list[str]) -> list[list[str]]:
     out, batch, chars = [], [], 0
-    for doc in iter_documents(str(path), max_chars=max_chars):
-        batch.append(doc.text)
-        chars += len(doc.text)
+    for doc in docs:
+        batch.append(doc)
+        chars += len(doc)
         if chars >= BATCH_CHARS:
             out.append(batch)
             batch, chars = [], 0
     return out + ([batch] if batch else [])
+
+
+def head(docs: list[str], max_chars: int) -> list[str]:
+    """The first whole documents up to ``max_chars`` characters."""
+    out, chars = [], 0
+    for d in docs:
+        if chars >= max_chars:
+            break
+        out.append(d)
+        chars += len(d)
+    return out
 
 
 def best_of(repeat: int, fn) -> tuple[float, float]:
@@ -50,24 +66,27 @@ def best_of(repeat: int, fn) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizer", action="append", default=None)
-    parser.add_argument("--tokenizer-dir", default=None)
-    parser.add_argument("--max-chars", type=int, default=300_000)
+    parser.add_argument("--tokenizer-dir", default=str(SHARED) if SHARED.is_dir() else None)
+    parser.add_argument("--max-chars", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY)
     args = parser.parse_args()
-    data = {lang: batches(path, args.max_chars) for lang, path in FILES.items()}
-    print(f"{'tokenizer':<14} {'lang':<4} {'chars':>8} {'encode s':>9} {'analysis s':>10} {'ratio':>6}"
-          f" {'encode cpu':>10} {'analysis cpu':>12} {'cpu ratio':>9} {'extra cpu ratio':>15}")
-    for spec in args.tokenizer or ["o200k_base", "gpt2"]:
+    docs = {lang: head([d.text for p in paths for d in iter_documents(str(p))], args.max_chars)
+            for lang, paths in FILES.items()}
+    print(f"{'tokenizer':<12} {'lang':<4} {'chars':>8} {'encode cpu':>10} {'analysis cpu':>12} {'ratio':>6}"
+          f" {'wall ratio':>10} {'exact cpu':>9} {'exact ratio':>11}   (detail_every={args.detail_every})")
+    for spec in args.tokenizer or ["gpt2", "o200k_base", "bnlp-bn-spm"]:
         tok = load_tokenizer(spec, args.tokenizer_dir)
-        for lang, bs in data.items():
+        for lang, ds in docs.items():
+            bs = batches(ds)
             encode = best_of(args.repeat, lambda bs=bs, tok=tok: [tok.encode_ids(b) for b in bs])
-            analysis = best_of(args.repeat, lambda bs=bs, tok=tok: [count_tokens(tok, prepare_batch(b)) for b in bs])
-            prepared = [prepare_batch(b) for b in bs]
-            extra = best_of(args.repeat, lambda ps=prepared, tok=tok: [count_tokens(tok, p) for p in ps])
-            chars = sum(len(d) for b in bs for d in b)
-            print(f"{tok.name:<14} {lang:<4} {chars:>8,} {encode[0]:>9.3f} {analysis[0]:>10.3f} "
-                  f"{analysis[0] / encode[0]:>6.2f} {encode[1]:>10.3f} {analysis[1]:>12.3f} {analysis[1] / encode[1]:>9.2f}"
-                  f" {extra[1] / encode[1]:>15.2f}")
+            run = best_of(args.repeat, lambda ds=ds, tok=tok, lang=lang: analyze(
+                [tok], {lang: ds}, detail_every=args.detail_every, progress=False))
+            exact = best_of(args.repeat, lambda ds=ds, tok=tok, lang=lang: analyze(
+                [tok], {lang: ds}, detail_every=1, progress=False))
+            chars = sum(map(len, ds))
+            print(f"{tok.name:<12} {lang:<4} {chars:>8,} {encode[1]:>10.3f} {run[1]:>12.3f} {run[1] / encode[1]:>6.2f}"
+                  f" {run[0] / encode[0]:>10.2f} {exact[1]:>9.3f} {exact[1] / encode[1]:>11.2f}")
 
 
 if __name__ == "__main__":

@@ -51,9 +51,9 @@ from corpus.shards import (
     encode_shard,
     read_header,
 )
-from fertility.adapters import load_tokenizer
 from fertility.fileio import write_json
 from fertility.text import TextSource
+from fertility.tokenizers import load_tokenizer
 
 WORK_DIR = ".work"
 PACK_PROGRESS = ".pack.json"

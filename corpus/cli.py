@@ -17,8 +17,8 @@ from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
-from fertility.adapters import TokenizerLoadError, load_tokenizer
 from fertility.text import TextError
+from fertility.tokenizers import TokenizerLoadError
 
 
 def _count(text: str) -> int:
@@ -161,9 +161,10 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
               f"(headers, sizes, counts, BOS-delimited documents{'' if a.no_hashes else ', sha256'})")
     ok = result.ok
     if a.recount or a.check_text:
-        tok = load_tokenizer(str(Path(a.dir) / manifest.tokenizer.spec))
-        if tok.fingerprint != manifest.tokenizer.sha256:
-            print(f"FAIL tokenizer at {manifest.tokenizer.spec} is not the one the shards were made with")
+        try:
+            tok = manifest.tokenizer.load(str(Path(a.dir) / manifest.tokenizer.spec))
+        except ShardError as e:
+            print(f"FAIL {e}")
             return 1
     if a.check_text:
         checked, problems = check_decoded_text(a.dir, manifest, tok, a.check_text, progress=not a.no_progress)

@@ -18,8 +18,8 @@ from corpus.plan import Plan, SourceSupply, check_languages, plan_mixture
 from corpus.progress import BuildStatus
 from corpus.shards import TokenizerInfo
 from corpus.sources import parse_source
-from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.text import TextSource
+from fertility.tokenizers import Tokenizer, load_tokenizer
 
 
 class BuildError(RuntimeError):

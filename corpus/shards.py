@@ -36,6 +36,10 @@ class ShardError(ValueError):
     """A shard or manifest that does not match the format; the message names the file."""
 
 
+class TokenizerMismatch(ShardError):
+    """A tokenizer file whose sha256 is not the one the shards (or a model) were made with."""
+
+
 def dtype_for_vocab(vocab_size: int) -> str:
     """The narrowest shard dtype that holds every id of a vocabulary of ``vocab_size``."""
     return "uint16" if vocab_size <= 2**16 else "uint32"
@@ -90,13 +94,28 @@ def read_shard(path: str | os.PathLike) -> np.ndarray:
 
 @dataclass
 class TokenizerInfo:
-    """The tokenizer the shards were made with. ``spec`` is what `fertility.adapters.load_tokenizer` takes."""
+    """The tokenizer the shards were made with. ``spec`` is what `fertility.tokenizers.load_tokenizer` takes."""
 
     spec: str
     sha256: str
     vocab_size: int
     bos_id: int
     eos_id: int | None = None
+
+    def load(self, spec: str | None = None):
+        """Load the tokenizer (from ``spec``, default the recorded one) and check that it is this one: the
+        project's one fingerprint check. Raises ``TokenizerMismatch`` naming both hashes when the file is
+        another tokenizer (overwritten, or the wrong one given), ``fertility.TokenizerLoadError`` when it
+        cannot be loaded at all."""
+        from fertility.tokenizers import load_tokenizer
+
+        spec = spec or self.spec
+        tok = load_tokenizer(spec)
+        if tok.fingerprint != self.sha256:
+            raise TokenizerMismatch(f"tokenizer {spec!r} has sha256 {tok.fingerprint}, but the shards were made "
+                                    f"with {self.spec!r} (sha256 {self.sha256}); it was replaced or is another "
+                                    "tokenizer: give the one the shards were made with, or re-tokenize")
+        return tok
 
 
 @dataclass

@@ -120,7 +120,7 @@ class TokenizeAndStore(PipelineStep):
         self.tokenizer, self.tokenizer_dir, self.compare, self.work_url = tokenizer, tokenizer_dir, compare, work_url
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from fertility.adapters import load_tokenizer
+        from fertility.tokenizers import load_tokenizer
 
         tok = load_tokenizer(self.tokenizer, self.tokenizer_dir)
         compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]

@@ -18,9 +18,9 @@ from tqdm import tqdm
 
 from corpus.clean import CleanConfig, clean_document, script_of, script_share
 from corpus.shards import Manifest, ShardError, ShardInfo, read_header, read_shard
-from fertility.adapters import Tokenizer
 from fertility.fileio import file_sha256
 from fertility.text import TextSource, iter_documents
+from fertility.tokenizers import Tokenizer
 
 
 @dataclass

@@ -6,13 +6,13 @@
     fertility.write_report(report, "out/fertility")
 """
 
-from fertility.adapters import Tokenizer, TokenizerLoadError, load_tokenizer
 from fertility.analysis import Report, TokenizerReport, analyze
 from fertility.errors import InputError
 from fertility.metrics import Metrics
 from fertility.report import write_report
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
+from fertility.tokenizers import Tokenizer, TokenizerLoadError, load_tokenizer
 
 __all__ = [
     "Document", "InputError", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",

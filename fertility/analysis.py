@@ -13,18 +13,24 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from fertility.adapters import Tokenizer, load_tokenizer
 from fertility.balance import Balance, balance
 from fertility.errors import InputError
-from fertility.metrics import Counts, Metrics, count_tokens, prepare_batch
-from fertility.parallel import ParallelMetrics, premium, read_parallel
+from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
+from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
+from fertility.premium import ParallelError, ParallelMetrics, premium, read_parallel
+from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
-from fertility.text import TextError, TextSource, iter_documents
+from fertility.segments import TokenSegment, token_segments
+from fertility.text import TextError, TextSource, check_source, iter_documents
+from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1
 BATCH_CHARS = 200_000
 BATCH_DOCS = 4096
+SAMPLE_SENTENCES = 3
+SAMPLE_CHARS = 120
+MIN_SAMPLE_LETTERS = 12
 
 
 @dataclass
@@ -42,6 +48,7 @@ class TokenizerReport:
     traps: list[Trap]
     balance: Balance
     seconds: float
+    samples: dict[str, list[list[TokenSegment]]] = field(default_factory=dict)  # the viewer's sentences' tokens
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +63,8 @@ class TokenizerReport:
             "parallel": {k: p.to_dict() for k, p in self.parallel.items()},
             "balance": self.balance.to_dict(),
             "traps": [t.to_dict() for t in self.traps],
+            "sample_tokens": {lang: [[[t.token_id, t.byte_start, t.byte_end, t.cuts_cluster] for t in sentence]
+                                     for sentence in sentences] for lang, sentences in self.samples.items()},
         }
 
 
@@ -68,13 +77,17 @@ class Report:
     parallel_texts: dict[str, str] = field(default_factory=dict)
     reference: str = "en"
     max_chars: int | None = None
+    detail_every: int = 1
+    samples: dict[str, list[str]] = field(default_factory=dict)  # a few sentences per language (the viewer)
 
     def to_dict(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
-            "settings": {"reference": self.reference, "max_chars": self.max_chars},
+            "settings": {"reference": self.reference, "max_chars": self.max_chars, "detail_every": self.detail_every,
+                         "unicode_version": UNICODE_VERSION, "regex_version": REGEX_VERSION},
             "texts": self.texts,
             "parallel_texts": self.parallel_texts,
+            "samples": self.samples,
             "tokenizers": [t.to_dict() for t in self.tokenizers],
         }
 
@@ -95,48 +108,156 @@ def analyze(
     max_chars: int | None = None,
     tokenizer_dir: str | Path | None = None,
     progress: bool = True,
+    errors: str = "strict",
+    detail_every: int = 1,
 ) -> Report:
     """Measure ``tokenizers`` (names, paths or loaded) on ``texts`` (sources, or raw strings per language).
 
     ``max_chars`` samples the first whole documents of each text source up to that many characters (and the
     same first sentences of every parallel file). ``parallel`` maps languages to line-aligned files; premiums
-    are against ``reference``. Text is read (and parallel files checked) before anything is written.
+    are against ``reference``. ``errors="skip"`` skips lines of text sources that are not UTF-8 (counted in
+    ``texts[i]["bad_utf8"]``). Every input is checked before the work starts: all tokenizers are loaded, every
+    text source is opened up to its first document, and the parallel files are read and aligned.
+    ``detail_every=k`` analyses one block of text in ``k`` in detail and the rest for its totals only
+    (:mod:`fertility.sampling`); 1 (the default) analyses everything.
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
     if len(set(names)) != len(names):
         raise InputError(f"two tokenizers share a name: {names}; give each tokenizer once")
+    if not isinstance(texts, Mapping):
+        for source in texts:
+            check_source(source, errors=errors)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
+    if parallel_text and reference not in parallel_text.sentences:
+        raise ParallelError(f"reference language {reference!r} is not among the parallel files "
+                            f"({', '.join(parallel_text.sentences)}); pass --parallel {reference}=PATH or --reference")
+    if detail_every < 1:
+        raise InputError(f"detail_every={detail_every}: expected 1 (everything in detail) or more")
     per_lang: list[dict[str, Counts]] = [{} for _ in toks]
+    stats: list[dict[str, BlockStats]] = [{} for _ in toks]
+    tokens: list[dict[str, int]] = [{} for _ in toks]
+    totals: dict[str, Totals] = {}
+    blocks: dict[str, list[int]] = {}  # language -> [block index, characters in that block so far]
     seconds = [0.0] * len(toks)
+    samples: dict[str, list[str]] = {}
     seen: list[tuple[str, str, dict]] = []
-    for lang, label, batches, info in _sources(texts, max_chars, progress):
+    for lang, label, batches, info in _sources(texts, max_chars, progress, errors):
+        total = totals.setdefault(lang, Totals())
         for docs in batches:
-            batch = prepare_batch(docs)
+            _add_samples(samples.setdefault(lang, []), docs)
+            total.documents += len(docs)
+            total.chars += sum(map(len, docs))
+            total.bytes += sum(len(d.encode("utf-8")) for d in docs)
+            if detail_every == 1:
+                units = [docs]
+            else:
+                units = _sampled_blocks(docs, blocks.setdefault(lang, [0, 0]), detail_every)
+            prepared = [prepare_batch(u) for u in units]
             for i, tok in enumerate(toks):
                 start = time.perf_counter()
-                counts = count_tokens(tok, batch)
-                per_lang[i].setdefault(lang, Counts(tok.vocab_size)).add(counts)
+                if detail_every > 1:  # the exact token count of every document: the encoder's own call
+                    tokens[i][lang] = tokens[i].get(lang, 0) + sum(map(len, tok.encode_ids(docs)))
+                lang_counts = per_lang[i].setdefault(lang, Counts(tok.vocab_size))
+                for batch in prepared:
+                    counts = count_tokens(tok, batch)
+                    lang_counts.add(counts)
+                    if detail_every > 1:
+                        stats[i].setdefault(lang, BlockStats()).add_block(counts)
                 seconds[i] += time.perf_counter() - start
         seen.append((lang, label, info))  # info is complete once the source is exhausted
     text_info = [{"lang": lang, "source": label, **info} for lang, label, info in seen]
 
     reports = []
     for i, tok in enumerate(toks):
-        languages = {lang: c.total_metrics() for lang, c in per_lang[i].items()}
-        all_text = Counts(tok.vocab_size)
-        for c in per_lang[i].values():
-            all_text.add(c)
-        scripts = {SCRIPT_NAMES[s]: all_text.script_metrics(s) for s in all_text.scripts()}
+        if detail_every == 1:  # everything was analysed: the detail's token count is the total
+            tokens[i] = {lang: c.token_total for lang, c in per_lang[i].items()}
+        languages, scripts = _metrics(per_lang[i], stats[i], totals, tokens[i], tok.vocab_size)
         start = time.perf_counter()
         par = premium(tok, parallel_text, reference) if parallel_text else {}
         seconds[i] += time.perf_counter() - start
+        viewer = {lang: [token_segments(tok, text) for text in texts] for lang, texts in samples.items()}
         reports.append(TokenizerReport(tok.name, tok.kind, tok.path, tok.fingerprint, tok.vocab_size, languages,
-                                       scripts, par, find_traps(scripts), balance(languages), seconds[i]))
-    return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars)
+                                       scripts, par, find_traps(scripts), balance(languages), seconds[i], viewer))
+    return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars,
+                  detail_every, samples)
 
 
-def _sources(texts, max_chars: int | None, progress: bool) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
+def _add_samples(kept: list[str], docs: list[str]) -> None:
+    """Keep the first ``SAMPLE_SENTENCES`` documents of a language with some words in them, each cut to about
+    ``SAMPLE_CHARS`` characters after a space, for the token viewer."""
+    for doc in docs:
+        if len(kept) >= SAMPLE_SENTENCES:
+            return
+        text = doc.strip()
+        if sum(ch.isalpha() for ch in text[:SAMPLE_CHARS]) < MIN_SAMPLE_LETTERS:  # a rule, a heading number
+            continue
+        if len(text) > SAMPLE_CHARS:
+            cut = text.rfind(" ", 0, SAMPLE_CHARS)
+            text = text[: cut if cut > SAMPLE_CHARS // 2 else SAMPLE_CHARS]
+        kept.append(text)
+
+
+def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[list[str]]:
+    """The documents of ``docs`` that fall in sampled blocks, one list per block (see fertility.sampling).
+
+    ``state`` is the language's [block index, characters in the current block], carried across batches.
+    """
+    units: list[list[str]] = []
+    current = -1
+    for d in docs:
+        if state[0] % every == 0:
+            if current != state[0]:
+                units.append([])
+                current = state[0]
+            units[-1].append(d)
+        state[1] += len(d)
+        if state[1] >= BLOCK_CHARS:
+            state[0] += 1
+            state[1] = 0
+    return units
+
+
+def _metrics(per_lang: dict[str, Counts], stats: dict[str, BlockStats], totals: dict[str, Totals],
+             tokens: dict[str, int], vocab_size: int) -> tuple[dict[str, Metrics], dict[str, Metrics]]:
+    """Per-language and per-script metrics, scaled to the exact totals where only a sample was analysed."""
+    languages: dict[str, Metrics] = {}
+    script_parts: dict[int, list[Metrics]] = {}
+    all_sample = Counts(vocab_size)
+    merged = BlockStats()
+    sampled_chars = all_chars = 0
+    for lang, c in per_lang.items():
+        t = totals[lang]
+        exact = Totals(t.documents, t.chars, t.bytes, tokens[lang])
+        sample = c.total_metrics()
+        share = sample.chars / t.chars if t.chars else 1.0
+        m = scaled(sample, exact, sample)
+        if lang in stats:
+            m.sample_share = share
+            m.ci95 = intervals(stats[lang], -1, share, exact=("chars_per_token", "bytes_per_token"))
+            merged.merge(stats[lang])
+        languages[lang] = m
+        for sid in c.scripts():
+            script_parts.setdefault(sid, []).append(scaled(c.script_metrics(sid), exact, sample))
+        all_sample.add(c)
+        sampled_chars += sample.chars
+        all_chars += t.chars
+    share = sampled_chars / all_chars if all_chars else 1.0
+    documents = sum(t.documents for t in totals.values())
+    scripts = {}
+    for sid in all_sample.scripts():
+        m = Metrics(documents=documents, vocab_types_used=all_sample.script_metrics(sid).vocab_types_used)
+        for part in script_parts[sid]:
+            for name in COUNT_FIELDS:
+                setattr(m, name, getattr(m, name) + getattr(part, name))
+        if merged.blocks:
+            m.sample_share = share
+            m.ci95 = intervals(merged, sid, share)
+        scripts[SCRIPT_NAMES[sid]] = m
+    return languages, scripts
+
+
+def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
     """(language, label, batches of documents, info dict filled in as the batches are consumed)."""
     if isinstance(texts, Mapping):
         for lang, docs in texts.items():
@@ -153,7 +274,8 @@ def _sources(texts, max_chars: int | None, progress: bool) -> Iterator[tuple[str
         info: dict = {}
         bar = tqdm(total=max_chars, unit="char", unit_scale=True, desc=f"{source.lang}: {Path(source.spec).name}",
                    disable=not progress, leave=False)
-        docs = (d.text for d in iter_documents(source, max_chars=max_chars, counters=counters))
+        docs = (d.text for d in iter_documents(source, max_chars=max_chars, errors=errors,
+                                                          counters=counters))
         yield source.lang, source.spec, _chunks(docs, bar), info
         bar.close()
         info.update(field=source.field, documents=counters.get("documents", 0), chars=counters.get("chars", 0),

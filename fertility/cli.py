@@ -10,11 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fertility.adapters import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 from fertility.analysis import analyze
 from fertility.errors import InputError
+from fertility.fileio import OutputPathError, check_output_dir
+from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
+from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
+
+# One block in 64 in detail keeps a report within 1.25x of the encoder's own time (benchmarks/bench_fertility.py).
+DEFAULT_DETAIL_EVERY = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,16 +28,28 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html")
     rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC",
                      help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
-    rep.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
+    rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH",
                      help="labelled text: LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
     rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH",
-                     help="line-aligned parallel text, one file per language (for the premium)")
-    rep.add_argument("--reference", default="en", help="the parallel language premiums are measured against")
+                     help="line-aligned parallel text, one file per language (for the premium); "
+                          "without --text, the parallel files are also the text measured per language")
+    rep.add_argument("--flores", default=None, metavar="DIR",
+                     help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
+                          "premiums against eng_Latn unless --reference names another FLORES code")
+    rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+    rep.add_argument("--reference", default=None,
+                     help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
     rep.add_argument("--max-chars", type=int, default=None, metavar="N",
                      help="read only the first N characters (whole documents) of each source")
     rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
     rep.add_argument("--out", required=True, metavar="DIR", help="the report folder (replaced only on success)")
+    rep.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY, metavar="K",
+                     help="analyse one block of text in K in detail (scripts, clusters, words, ceilings: estimates "
+                          "with 95%% intervals) and every document for its exact chars/bytes/tokens; 1: all in detail "
+                          f"(default {DEFAULT_DETAIL_EVERY})")
+    rep.add_argument("--skip-bad-utf8", action="store_true",
+                     help="skip lines of --text files that are not UTF-8 (counted in report.json) instead of stopping")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -40,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        # Every argument is checked before any work: the output path here, the text and tokenizers in analyze.
+        check_output_dir(args.out)
         texts = [parse_text_arg(a) for a in args.text]
         parallel = {}
         for arg in args.parallel:
@@ -47,11 +66,20 @@ def main(argv: list[str] | None = None) -> int:
             if source.lang in parallel:
                 raise TextError(f"--parallel {arg}: language {source.lang!r} given twice")
             parallel[source.lang] = source
+        if args.flores:
+            if parallel:
+                raise TextError("--flores and --parallel: give one source of parallel text")
+            parallel = flores_sources(args.flores, args.flores_split)
+        reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
+        if not texts and not parallel:
+            raise TextError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
         if args.max_chars is not None and args.max_chars <= 0:
             raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
-        report = analyze(args.tokenizer, texts, parallel=parallel or None, reference=args.reference,
-                         max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir, progress=not args.no_progress)
-    except InputError as e:  # TextError, TokenizerLoadError, ParallelError, bad arguments; not bugs
+        report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
+                         reference=reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
+                         progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
+                         detail_every=args.detail_every)
+    except (InputError, OutputPathError) as e:  # bad input or a refused --out; not bugs
         print(f"fertility: error: {e}", file=sys.stderr)
         return 2
     print(terminal_table(report))

@@ -73,17 +73,22 @@ def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a JSONL file; a missing file is empty; an unterminated last line (torn write) is skipped."""
+    """The records of a JSONL file; a missing file is empty; an unterminated last line (torn write) is skipped.
+    Any other line that is not JSON is an error naming the file and line."""
     path = Path(path)
     if not path.exists():
         return []
     records = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 break  # a writer is mid-line or was killed mid-line
-            if line.strip():
+            if not line.strip():
+                continue
+            try:
                 records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not a JSON record ({e.msg})") from None
     return records
 
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fertility.adapters import Tokenizer, worker_pool
 from fertility.scripts import SCRIPT_NAMES, ScriptedBatch, is_mark, is_space, scripted_batch
+from fertility.tokenizers import Tokenizer, worker_pool
 
 N_SCRIPTS = len(SCRIPT_NAMES)
+THREAD_MIN_BYTES = 64 * 1024
 COUNT_FIELDS = (
     "chars", "graphemes", "bytes", "tokens", "words", "word_tokens", "continued_words", "boundaries",
     "broken_boundaries", "split_char_boundaries", "pretokens", "mark_splits", "unk_tokens",
@@ -58,6 +59,10 @@ class Metrics:
     unk_tokens: float = 0.0
     byte_fallback_tokens: float = 0.0
     vocab_types_used: int = 0
+    # Share of the characters analysed in detail (1.0: exact); below 1, the half-widths of the approximate 95%
+    # intervals of the estimated rates (None: too few sampled blocks). See fertility.sampling.
+    sample_share: float = 1.0
+    ci95: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def chars_per_token(self) -> float:
@@ -243,12 +248,17 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     counts = Counts(tok.vocab_size, documents=len(batch.texts))
     for name, arr in batch.static.items():
         counts.arrays[name] = arr.copy()
-    # The pre-tokenizer's pieces are found on another thread while this one encodes (both release the GIL).
-    pieces = worker_pool().submit(tok.pretokenize_batch, batch.texts)
+    # The pre-tokenizer's pieces are found on another thread while this one encodes (both release the GIL);
+    # a small batch (a sampled block) is not worth waking a thread for.
+    if n_bytes >= THREAD_MIN_BYTES:
+        pieces = worker_pool().submit(tok.pretokenize_batch, batch.texts).result
+    else:
+        found = tok.pretokenize_batch(batch.texts)
+        pieces = lambda: found  # noqa: E731 (the same call shape as the future's result)
     spans = tok.encode_spans(batch.texts)
     counts.token_total = int(spans.counts.sum())
     if counts.token_total == 0 or n_bytes == 0:
-        pieces.result()
+        pieces()
         return counts
     doc = np.repeat(np.arange(len(batch.texts)), spans.counts)
     gs = sb.doc_byte_start[doc] + spans.starts
@@ -292,7 +302,7 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
         counts.arrays["word_tokens"] = np.bincount(batch.word_script, weights=n_overlap, minlength=N_SCRIPTS)
         counts.arrays["continued_words"] = np.bincount(batch.word_script[n_overlap > 1],
                                                        minlength=N_SCRIPTS).astype(np.float64)
-    _count_pretokens(batch, counts, *pieces.result())
+    _count_pretokens(batch, counts, *pieces())
     return counts
 
 

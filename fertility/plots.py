@@ -40,6 +40,10 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+# More languages than this in the premium figure: horizontal bars, one row per language.
+MAX_GROUPS_ACROSS = 12
+# The ceiling figure's y axis: this much above the highest achieved value or the median ceiling.
+CEILING_HEADROOM = 1.6
 # Above this many bars in a group, value labels would overlap: the axis is read instead.
 MAX_LABELLED_BARS = 6
 
@@ -55,7 +59,9 @@ def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], fmt: st
     for i, (label, values) in enumerate(series.items()):
         bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width, label=label, color=colors[i % len(colors)])
         if len(series) <= MAX_LABELLED_BARS:
-            ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=7, padding=1)
+            # upright labels would overlap on neighbouring bars: they stand on end
+            ax.bar_label(bars, labels=[fmt.format(v) for v in values], fontsize=7, padding=2, rotation=90)
+    ax.margins(y=0.15)
     ax.set_xticks(x, groups)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
     ax.grid(axis="y", alpha=0.3)
@@ -75,22 +81,33 @@ def chars_per_token_figure(report: Report) -> bytes:
 
 
 def ceiling_figure(report: Report) -> bytes:
-    """Per script: achieved chars/token (bars) against the pre-tokenizer ceiling (outlined bars)."""
+    """Per script: achieved chars/token (bars) against the pre-tokenizer ceiling (outlined bars).
+
+    The ceiling is written under each tokenizer's name, not on the bars (no labels to collide). The y axis
+    stops at ``CEILING_HEADROOM`` times the larger of the highest achieved value and the median ceiling, so
+    one extreme ceiling (a pre-tokenizer that hardly splits) does not flatten the others; a clipped
+    ceiling ends in an arrow at the top.
+    """
     scripts = main_scripts(report)
-    per_axis = max(3.2, 0.45 * len(report.tokenizers))
-    fig = Figure(figsize=(per_axis * len(scripts) + 1, 3.8))
+    per_axis = max(3.2, 0.5 * len(report.tokenizers))
+    fig = Figure(figsize=(per_axis * len(scripts) + 1, 4.2))
     axes = fig.subplots(1, len(scripts), squeeze=False)
-    names = [t.name for t in report.tokenizers]
-    x = np.arange(len(names))
+    x = np.arange(len(report.tokenizers))
     for ax, script in zip(axes[0], scripts, strict=True):
         achieved = [t.scripts[script].chars_per_token if script in t.scripts else 0.0 for t in report.tokenizers]
         ceiling = [t.scripts[script].pretoken_ceiling if script in t.scripts else 0.0 for t in report.tokenizers]
-        ax.bar(x, ceiling, 0.6, fill=False, edgecolor="black", linestyle="--", label="pre-tokenizer ceiling")
+        top = CEILING_HEADROOM * max(max(achieved, default=0.0), float(np.median(ceiling)) if ceiling else 0.0, 0.1)
+        shown = np.minimum(ceiling, top)
+        ax.bar(x, shown, 0.6, fill=False, edgecolor="black", linestyle="--", label="pre-tokenizer ceiling")
         bars = ax.bar(x, achieved, 0.6, color="tab:blue", alpha=0.8, label="achieved")
-        if len(names) <= MAX_LABELLED_BARS:
-            ax.bar_label(bars, labels=[f"{a:.2f}/{c:.2f}" for a, c in zip(achieved, ceiling, strict=True)],
-                         fontsize=7)
-        ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+        if len(x) <= MAX_LABELLED_BARS:
+            ax.bar_label(bars, labels=[f"{a:.2f}" for a in achieved], fontsize=7, label_type="center", color="white")
+        for xi, c in zip(x, ceiling, strict=True):
+            if c > top:
+                ax.annotate("", xy=(xi, top), xytext=(xi, top * 0.9), arrowprops={"arrowstyle": "->"})
+        ax.set_ylim(0, top * 1.05)
+        ax.set_xticks(x, [f"{t.name}\nceiling {c:.2f}" for t, c in zip(report.tokenizers, ceiling, strict=True)],
+                      rotation=30 if len(x) > 3 else 0, ha="right" if len(x) > 3 else "center", fontsize=7)
         ax.set_title(script)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("characters per token")
@@ -104,13 +121,30 @@ def premium_figure(report: Report) -> bytes | None:
     langs = [lang for lang in report.parallel_texts if lang != report.reference]
     if not langs:
         return None
-    fig = Figure(figsize=(_width(len(langs) * len(report.tokenizers)), 3.6))
-    ax = fig.subplots()
+    # highest premium first (under the first tokenizer), as the published tables are read
+    langs.sort(key=lambda lang: -report.tokenizers[0].parallel[lang].premium)
     series = {t.name: [t.parallel[lang].premium for lang in langs] for t in report.tokenizers}
-    _grouped_bars(ax, langs, series)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylabel(f"tokens / tokens of {report.reference}")
-    ax.set_title(f"Premium against {report.reference} on parallel text (1 = parity)")
+    if len(langs) > MAX_GROUPS_ACROSS:  # FLORES-200: one row per language, read down the page
+        n = len(report.tokenizers)
+        fig = Figure(figsize=(9, 1 + 0.16 * len(langs) * max(1, n / 2)))
+        ax = fig.subplots()
+        height = 0.8 / n
+        y = np.arange(len(langs))
+        for i, (label, values) in enumerate(series.items()):
+            ax.barh(y + (i - (n - 1) / 2) * height, values, height, label=label)
+        ax.set_yticks(y, langs, fontsize=6)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xlabel(f"tokens / tokens of {report.reference}")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.grid(axis="x", alpha=0.3)
+    else:
+        fig = Figure(figsize=(_width(len(langs) * len(report.tokenizers)), 3.6))
+        ax = fig.subplots()
+        _grouped_bars(ax, langs, series)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_ylabel(f"tokens / tokens of {report.reference}")
+    ax.set_title(f"Premium against {report.reference} on parallel text (1 = parity), highest first")
     return _png(fig)
 
 

@@ -11,9 +11,10 @@ import html
 import os
 from pathlib import Path
 
+from fertility import viewer
 from fertility.analysis import Report
 from fertility.fileio import atomic_write_text, check_output_dir, publish_dir, staging_dir, write_json
-from fertility.metrics import Metrics
+from fertility.metrics import COUNT_FIELDS, Metrics
 
 # (column header, attribute, format) of the per-language / per-script tables.
 COLUMNS = (
@@ -57,6 +58,9 @@ def terminal_table(report: Report) -> str:
     lines = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if report.detail_every > 1:
+        lines.append(f"(chars/tok and premium are exact; the other columns are estimated from one block of text in "
+                     f"{report.detail_every}: intervals in report.json, --detail-every 1 for exact figures)")
     for t in report.tokenizers:
         for trap in t.traps:
             lines.append(f"TRAP {t.name} / {trap.script} [{trap.rule}]: {trap.cause}")
@@ -65,13 +69,72 @@ def terminal_table(report: Report) -> str:
     return "\n".join(lines)
 
 
+# Plain verdicts for the trap rules (fertility/traps.py), for the summary.
+VERDICTS = {
+    "low_chars_per_token": "few characters per token",
+    "low_pretoken_ceiling": "the pre-tokenizer caps it",
+    "broken_graphemes": "cuts inside letters",
+    "unk": "unknown tokens",
+    "byte_fallback": "falls back to bytes",
+}
+# What each summary column means, shown under the summary.
+EXPLANATIONS = (
+    ("chars/token", "characters of the language's text per token: higher is cheaper (exact, every document)"),
+    ("ceiling", "characters per pre-tokenizer piece: no vocabulary behind this pre-tokenizer can exceed it"),
+    ("premium", "tokens for the same sentences over the reference language's tokens (parallel text): 1 is parity"),
+    ("verdict", "the traps found per script (details at the end), or OK"),
+)
+# Scripts with less than this share of the characters are summed into one "other" row of the tables.
+MIN_TABLE_SHARE = 0.005
+
+
+def _estimate(m: Metrics, rate: str, fmt: str) -> str:
+    text = fmt.format(getattr(m, rate))
+    half = m.ci95.get(rate)
+    return text + (f" ±{half:.2f}" if half else "")
+
+
+def summary(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Every tokenizer side by side: chars/token and ceiling per language, premiums, and a verdict."""
+    langs = list(report.tokenizers[0].languages) if report.tokenizers else []
+    premium_langs = [lang for lang in (report.tokenizers[0].parallel if report.tokenizers else {})
+                     if lang != report.reference]
+    header = (["tokenizer"] + [f"{lang} chars/token" for lang in langs] + [f"{lang} ceiling" for lang in langs]
+              + [f"{lang} premium" for lang in premium_langs] + ["verdict"])
+    rows = []
+    for t in report.tokenizers:
+        traps: dict[str, list[str]] = {}
+        for trap in t.traps:
+            traps.setdefault(trap.script, []).append(VERDICTS.get(trap.rule, trap.rule))
+        verdict = "; ".join(f"{script}: {', '.join(v)}" for script, v in traps.items()) or "OK"
+        rows.append([t.name] + [f"{t.languages[lang].chars_per_token:.2f}" for lang in langs]
+                    + [_estimate(t.languages[lang], "pretoken_ceiling", "{:.2f}") for lang in langs]
+                    + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [verdict])
+    return header, rows
+
+
+def folded_scripts(scripts: dict[str, Metrics]) -> list[tuple[str, Metrics]]:
+    """Scripts with at least ``MIN_TABLE_SHARE`` of the characters, then one "other" row summing the rest."""
+    total = sum(m.chars for m in scripts.values()) or 1
+    kept = [(name, m) for name, m in scripts.items() if m.chars / total >= MIN_TABLE_SHARE]
+    rest = [m for m in scripts.values() if m.chars / total < MIN_TABLE_SHARE]
+    if rest:
+        other = Metrics(documents=rest[0].documents)
+        for m in rest:
+            for name in COUNT_FIELDS:
+                setattr(other, name, getattr(other, name) + getattr(m, name))
+            other.vocab_types_used += m.vocab_types_used  # an upper bound: the scripts may share tokens
+        kept.append((f"other ({len(rest)} scripts)", other))
+    return kept
+
+
 def _sections(report: Report):
-    """The report's content as (title, header, rows, notes) sections, shared by Markdown and HTML."""
+    """The report's details as (title, header, rows, notes) sections, shared by Markdown and HTML."""
     header = ["", *(c[0] for c in COLUMNS)]
     for t in report.tokenizers:
         title = f"{t.name} ({t.kind}, vocabulary {t.vocab_size:,})"
         yield title + ": languages", header, [metrics_row(k, m) for k, m in t.languages.items()], []
-        yield title + ": scripts", header, [metrics_row(k, m) for k, m in t.scripts.items()], []
+        yield title + ": scripts", header, [metrics_row(k, m) for k, m in folded_scripts(t.scripts)], []
         if t.parallel:
             rows = [[lang, f"{p.sentences:,}", f"{p.chars_per_token:.3f}", f"{p.premium:.3f}",
                      f"{p.median_premium:.3f}"] for lang, p in t.parallel.items()]
@@ -85,15 +148,19 @@ def _sections(report: Report):
         yield title + ": traps", [], [], traps
 
 
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
 def markdown(report: Report) -> str:
-    """report.md: every table of the report, and the traps in words."""
-    out = ["# Tokenizer fertility report", "", _sources_line(report), ""]
+    """report.md: the summary and what its columns mean, then every table of the report and the traps."""
+    out = ["# Tokenizer fertility report", "", _sources_line(report), "", "## Summary", ""]
+    out += _md_table(*summary(report)) + [""]
+    out += [f"- **{name}**: {text}" for name, text in EXPLANATIONS] + [""]
     for title, header, rows, notes in _sections(report):
         out += [f"## {title}", ""]
         if header:
-            out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            out += ["| " + " | ".join(r) + " |" for r in rows]
-            out.append("")
+            out += _md_table(header, rows) + [""]
         out += [f"- {n}" for n in notes]
         if notes:
             out.append("")
@@ -108,28 +175,47 @@ def _sources_line(report: Report) -> str:
         line += " Parallel: " + "; ".join(f"{k}: {v}" for k, v in report.parallel_texts.items()) + "."
     if report.max_chars:
         line += f" Sampled: the first {report.max_chars:,} characters (whole documents) of each source."
+    if report.detail_every > 1:
+        line += (f" Detail (scripts, clusters, words, ceilings) on one block of text in {report.detail_every}:"
+                 " those figures are estimates, ± the half-width of an approximate 95% interval;"
+                 " chars/token per language and premiums are exact.")
     return line
 
 
-def html_page(report: Report, figures: dict[str, bytes]) -> str:
-    """report.html: the figures (inline PNG) and the same tables as report.md."""
+def _html_table(header: list[str], rows: list[list[str]], cls: str = "") -> list[str]:
     esc = html.escape
-    parts = ["<!doctype html><meta charset='utf-8'><title>Tokenizer fertility report</title>",
-             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;"
-             "font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-             "td:first-child{text-align:left}img{max-width:100%}</style>",
-             "<h1>Tokenizer fertility report</h1>", f"<p>{esc(_sources_line(report))}</p>"]
+    parts = [f"<table class='{cls}'><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]
+    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
+    parts.append("</table>")
+    return parts
+
+
+def html_page(report: Report, figures: dict[str, bytes]) -> str:
+    """report.html: the summary, the token viewer, the figures (inline PNG), then the same tables as report.md."""
+    esc = html.escape
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+             "<title>Tokenizer fertility report</title>",
+             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:13px;margin:0.5em 0}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}"
+             "table.summary td:last-child,table.summary th:last-child{text-align:left}img{max-width:100%}dt{font-weight:bold}"
+             f"{viewer.CSS}</style></head><body>",
+             "<h1>Tokenizer fertility report</h1>", f"<p>{esc(_sources_line(report))}</p>",
+             "<h2 id='summary'>Summary</h2>"]
+    parts += _html_table(*summary(report), cls="summary")
+    parts.append("<dl>" + "".join(f"<dt>{esc(n)}</dt><dd>{esc(t)}</dd>" for n, t in EXPLANATIONS) + "</dl>")
+    parts.append(viewer.viewer_html(report))
+    parts.append("<h2>Figures</h2>")
     for name, png in figures.items():
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'></figure>")
     for title, header, rows, notes in _sections(report):
         parts.append(f"<h2>{esc(title)}</h2>")
         if header:
-            parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
-            parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
-            parts.append("</table>")
+            parts += _html_table(header, rows)
         if notes:
             parts.append("<ul>" + "".join(f"<li>{esc(n).replace('**', '')}</li>" for n in notes) + "</ul>")
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 

@@ -1,7 +1,7 @@
 """Unicode script of every character, decided per grapheme cluster.
 
-Every grapheme cluster (``regex`` ``\\X``) takes the script of its base character. Clusters whose base is
-Common or Inherited (spaces, digits, punctuation, the danda, ZWJ/ZWNJ, a stray combining mark) take the script
+Every extended grapheme cluster (:mod:`fertility.graphemes`, UAX #29) takes the script of its base character.
+Clusters whose base is Common or Inherited (spaces, digits, punctuation, the danda, ZWJ/ZWNJ, a stray combining mark) take the script
 of the nearest preceding real-script cluster in the same document, else the nearest following one, so a
 Bangla sentence with English words in it splits at the words. A document with no script at all stays Common.
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
+
+from fertility.graphemes import cluster_starts
 
 # Unicode script names (Script property values) understood by `regex`; "Unknown" (unassigned) last.
 _SCRIPT_NAMES_TEXT = """
@@ -40,7 +42,6 @@ Warang_Citi Yezidi Yi Zanabazar_Square Unknown
 SCRIPT_NAMES: tuple[str, ...] = tuple(_SCRIPT_NAMES_TEXT.split())
 COMMON = SCRIPT_NAMES.index("Common")
 INHERITED = SCRIPT_NAMES.index("Inherited")
-GRAPHEME = regex.compile(r"\X")
 
 
 def _compile_classifier() -> regex.Pattern:
@@ -60,22 +61,6 @@ _script_table = np.full(0x110000, _UNCLASSIFIED, dtype=np.int16)
 _mark_table = np.zeros(0x110000, dtype=bool)
 _space_table = np.zeros(0x110000, dtype=bool)
 
-# Grapheme_Cluster_Break classes the array segmentation handles itself; COMPLEX ones (CR, Prepend, Hangul jamo
-# and syllables, regional indicators, pictographs) send their document to `regex` \X instead.
-OTHER, EXTEND, ZWJ, SPACING_MARK, CONTROL, COMPLEX = range(6)
-_GCB = regex.compile(
-    r"(?P<ZWJ>\p{GCB=ZWJ})|(?P<EXTEND>\p{GCB=Extend})|(?P<SPACING_MARK>\p{GCB=SpacingMark})"
-    r"|(?P<CONTROL>\p{GCB=Control}|\p{GCB=LF})|(?P<COMPLEX>\p{GCB=CR}|\p{GCB=Prepend}|\p{GCB=L}|\p{GCB=V}"
-    r"|\p{GCB=T}|\p{GCB=LV}|\p{GCB=LVT}|\p{GCB=Regional_Indicator}|\p{Extended_Pictographic})"
-)
-# Indic_Conjunct_Break (rule GB9c: consonant + virama + consonant is one cluster).
-INCB_NONE, INCB_CONSONANT, INCB_LINKER, INCB_EXTEND = range(4)
-_INCB = regex.compile(r"(?P<INCB_CONSONANT>\p{InCB=Consonant})|(?P<INCB_LINKER>\p{InCB=Linker})"
-                      r"|(?P<INCB_EXTEND>\p{InCB=Extend})")
-_gcb_table = np.zeros(0x110000, dtype=np.int8)
-_incb_table = np.zeros(0x110000, dtype=np.int8)
-
-
 def _classify(cps: np.ndarray) -> None:
     """Fill the lookup tables for code points seen for the first time."""
     unseen = _script_table[cps] == _UNCLASSIFIED
@@ -87,10 +72,6 @@ def _classify(cps: np.ndarray) -> None:
         _script_table[cp] = SCRIPT_NAMES.index(m.lastgroup) if m else SCRIPT_NAMES.index("Unknown")
         _mark_table[cp] = unicodedata.category(ch).startswith("M")
         _space_table[cp] = ch.isspace()
-        m = _GCB.match(ch)
-        _gcb_table[cp] = globals()[m.lastgroup] if m else OTHER
-        m = _INCB.match(ch)
-        _incb_table[cp] = globals()[m.lastgroup] if m else INCB_NONE
 
 
 def codepoints(text: str) -> np.ndarray:
@@ -149,7 +130,7 @@ def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
     doc_char_start = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(doc_chars, out=doc_char_start[1:])
 
-    starts = cluster_starts(texts, cps, doc_char_start)
+    starts = cluster_starts(cps, doc_char_start)
     cluster_start = np.flatnonzero(starts)
     lengths = np.diff(np.append(cluster_start, cps.size))
     base = raw_scripts(cps)[cluster_start] if cps.size else np.zeros(0, dtype=np.int16)
@@ -165,44 +146,6 @@ def scripted_batch(texts: Sequence[str]) -> ScriptedBatch:
         doc_char_start=doc_char_start,
         doc_byte_start=char_to_byte[doc_char_start],
     )
-
-
-def cluster_starts(texts: Sequence[str], cps: np.ndarray, doc_char_start: np.ndarray) -> np.ndarray:
-    """True where an extended grapheme cluster (``regex`` ``\\X``) starts, over the documents laid end to end.
-
-    The rules that matter for running text are applied on arrays (GB4/5 controls, GB9/9a extend, ZWJ and
-    spacing marks, GB9c Indic conjuncts); a document with any character under the other rules is segmented
-    by ``regex`` itself. The result equals ``\\X`` (checked on every corpus in the tests).
-    """
-    n = cps.size
-    _classify(cps)
-    gcb = _gcb_table[cps]
-    incb = _incb_table[cps]
-    prev_gcb = np.concatenate([[CONTROL], gcb[:-1]]) if n else gcb
-    join = ((gcb == EXTEND) | (gcb == ZWJ) | (gcb == SPACING_MARK)) & (prev_gcb != CONTROL)
-    # GB9c as `regex` implements it: [Extend|Linker]* Linker [Extend|Linker]* x Consonant, the run of
-    # linkers/extends counted from the start of its document.
-    linker = incb == INCB_LINKER
-    if linker.any():  # no linker (virama), no conjunct: most non-Indic batches skip this
-        chain_end = ~linker & (incb != INCB_EXTEND)
-        last_end = np.maximum.accumulate(np.where(chain_end, np.arange(n), -1))
-        before = np.concatenate([[-1], last_end[:-1]])  # last chain end strictly before i
-        doc_start = np.repeat(doc_char_start[:-1], np.diff(doc_char_start))
-        lo = np.maximum(before, doc_start - 1)
-        linkers = np.cumsum(linker)
-        prev_linkers = np.concatenate([[0], linkers[:-1]])
-        join |= (incb == INCB_CONSONANT) & (prev_linkers - np.where(lo >= 0, linkers[lo.clip(0)], 0) > 0)
-    starts = ~join
-    starts[doc_char_start[:-1][doc_char_start[:-1] < n]] = True
-    complex_docs = np.flatnonzero(np.add.reduceat(gcb == COMPLEX, doc_char_start[:-1]) > 0) if n else []
-    for d in complex_docs:
-        a, b = doc_char_start[d], doc_char_start[d + 1]
-        if a == b:
-            continue
-        local = np.zeros(b - a, dtype=bool)
-        local[np.cumsum([0, *map(len, GRAPHEME.findall(texts[d]))])[:-1]] = True
-        starts[a:b] = local
-    return starts
 
 
 def _fill_from_neighbours(script: np.ndarray, doc: np.ndarray) -> np.ndarray:

@@ -6,11 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
-import regex
-
-from fertility.adapters import Tokenizer
-
-_CLUSTER = regex.compile(r"\X")
+from fertility.graphemes import clusters
+from fertility.tokenizers import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -29,7 +26,7 @@ def token_segments(tokenizer: Tokenizer, text: str) -> list[TokenSegment]:
     """The tokens of ``text`` under ``tokenizer`` with their byte spans and the two boundary flags."""
     data = text.encode("utf-8")
     char_bounds = set(accumulate((len(c.encode("utf-8")) for c in text), initial=0))
-    cluster_bounds = set(accumulate((len(c.encode("utf-8")) for c in _CLUSTER.findall(text)), initial=0))
+    cluster_bounds = set(accumulate((len(c.encode("utf-8")) for c in clusters(text)), initial=0))
     encoded = tokenizer.encode_batch([text])[0]
     segments = []
     for token_id, (start, end) in zip(encoded.ids, encoded.offsets, strict=True):

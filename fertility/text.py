@@ -26,6 +26,9 @@ _TEXT_SUFFIXES = (".txt", ".txt.gz")
 _JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
 _PARQUET_SUFFIXES = (".parquet",)
 _BATCH_ROWS = 1024
+# The most bytes of one line held at once; a longer line is read as several documents (see _line_pieces).
+PIECE_BYTES = 1 << 20
+MAX_RECORD_BYTES = 64 << 20  # a JSONL record is parsed whole; a longer line is refused, not read into memory
 
 
 class TextError(InputError):
@@ -96,7 +99,8 @@ def iter_documents(
     ``max_chars`` keeps whole documents, in file order, until at least that many characters have been
     yielded: a deterministic sample (the head of the source). ``errors="strict"`` raises :class:`TextError`
     on a line that is not UTF-8; ``errors="skip"`` skips it and counts it in ``counters["bad_utf8"]``.
-    ``counters`` (when given) also receives ``documents`` and ``chars``. A missing, empty or truncated
+    ``counters`` (when given) also receives ``documents`` and ``chars``. A text line over ``PIECE_BYTES``
+    comes as several documents (cut at whitespace) with the same ``line``. A missing, empty or truncated
     source, a bad JSON line or a missing field raises :class:`TextError` naming the file and line.
     """
     if errors not in ("strict", "skip"):
@@ -120,6 +124,16 @@ def iter_documents(
         raise TextError(f"{source.spec}: no documents (empty file, or every line blank or skipped)")
 
 
+def check_source(source: TextSource, *, errors: str = "strict") -> None:
+    """Fail now, before any work, on a source that cannot be read: missing, empty, no such field or column,
+    not UTF-8 up to its first document (the rest is checked as it is streamed)."""
+    docs = iter_documents(source, errors=errors)
+    try:
+        next(docs)
+    finally:
+        docs.close()
+
+
 def _raw_documents(source: TextSource, errors: str, counters: dict) -> Iterator[Document]:
     spec = source.spec
     if spec.startswith(HF_PREFIX):
@@ -134,31 +148,40 @@ def _raw_documents(source: TextSource, errors: str, counters: dict) -> Iterator[
     elif name.endswith(_PARQUET_SUFFIXES):
         yield from _parquet_documents(source, path)
     elif name.endswith(_JSONL_SUFFIXES):
-        for text, line in _decoded_lines(path, errors, counters):
+        for text, line in _decoded_lines(path, errors, counters, whole_lines=True):
             yield Document(_json_field(text, source.field, path, line), str(path), line)
     else:
         for text, line in _decoded_lines(path, errors, counters):
             yield Document(text, str(path), line)
 
 
-def _decoded_lines(path: Path, errors: str, counters: dict) -> Iterator[tuple[str, int]]:
-    """Non-blank lines of a (possibly gzipped) UTF-8 file, without their line ends, with 1-based numbers."""
+def _decoded_lines(path: Path, errors: str, counters: dict, whole_lines: bool = False) -> Iterator[tuple[str, int]]:
+    """Non-blank lines of a (possibly gzipped) UTF-8 file, without their line ends, with 1-based numbers.
+
+    A line longer than ``PIECE_BYTES`` comes as several pieces with the same number (see :func:`_line_pieces`),
+    so memory stays bounded on a file with no newline at all (``whole_lines``: JSONL, see there).
+    """
     with _open_binary(path) as f:
         line_no = 0
+        skipping = 0  # the line number whose earlier piece was not UTF-8 (errors="skip" drops the whole rest)
         try:
-            for raw in f:
-                line_no += 1
+            for raw, line_no, col in _line_pieces(f, path, whole_lines):
+                if skipping == line_no:
+                    continue
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     if errors == "skip":
                         counters["bad_utf8"] += 1
+                        skipping = line_no
                         continue
+                    column = col + len(raw[:e.start].decode("utf-8")) + 1
                     raise TextError(
-                        f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1}); "
-                        "expected UTF-8 text (use errors='skip' to skip such lines)"
+                        f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at character {column}); "
+                        "expected UTF-8 text (to skip such lines, pass --skip-bad-utf8 on the command line, "
+                        "errors='skip' in Python)"
                     ) from None
-                if line_no == 1:
+                if line_no == 1 and col == 0:
                     text = text.removeprefix("\ufeff")
                 text = text.rstrip("\r\n")
                 if text.strip():
@@ -167,6 +190,49 @@ def _decoded_lines(path: Path, errors: str, counters: dict) -> Iterator[tuple[st
             raise TextError(
                 f"{path}:{line_no + 1}: the gzip stream is truncated or corrupt ({e}); expected a complete .gz file"
             ) from None
+
+
+def _line_pieces(f, path: Path, whole_lines: bool) -> Iterator[tuple[bytes, int, int]]:
+    """``(bytes, line number, characters of that line before these bytes)`` for each line of a binary file.
+
+    A line of at most ``PIECE_BYTES`` comes whole. A longer one is read ``PIECE_BYTES`` at a time and cut
+    where a reader would: after the last whitespace byte in the second half of what is held, else before the
+    last character start (never inside a UTF-8 sequence), so a piece is at most twice ``PIECE_BYTES`` and a
+    word is cut only when the text has no whitespace for half a piece. With ``whole_lines`` (JSONL, whose
+    records cannot be cut) a line over ``MAX_RECORD_BYTES`` is a :class:`TextError` instead.
+    """
+    line_no, col, held = 1, 0, b""
+    while True:
+        raw = f.readline(PIECE_BYTES)
+        if not raw:
+            if held:
+                yield held, line_no, col
+            return
+        held += raw
+        if raw.endswith(b"\n"):
+            yield held, line_no, col
+            line_no, col, held = line_no + 1, 0, b""
+            continue
+        if whole_lines:
+            if len(held) > MAX_RECORD_BYTES:
+                raise TextError(f"{path}:{line_no}: a line longer than {MAX_RECORD_BYTES:,} bytes; expected one "
+                                "JSON record per line (use a .txt file for one long text)")
+            continue
+        cut = _cut_point(held)
+        piece, held = held[:cut], held[cut:]
+        yield piece, line_no, col
+        col += len(piece.decode("utf-8", errors="replace"))  # only for the error message's column
+
+
+def _cut_point(data: bytes) -> int:
+    half = len(data) // 2
+    space = max(data.rfind(b, half) for b in (b" ", b"\t", b"\r", b"\f", b"\v"))
+    if space >= 0:
+        return space + 1
+    cut = len(data) - 1
+    while cut > half and 0x80 <= data[cut] < 0xC0:  # a UTF-8 continuation byte: back up to its lead byte
+        cut -= 1
+    return cut
 
 
 def _open_binary(path: Path):

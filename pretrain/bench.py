@@ -1,12 +1,12 @@
 """``pretrain bench``: our training step against the same step of ``transformers.LlamaForCausalLM``.
 
 Both models get the same shape, the same weights (converted by :mod:`pretrain.reference`), the same batch,
-the same optimizer and the same step function, the trainer's own :func:`pretrain.train.train_step` with
-:func:`pretrain.train.make_optimizer`: bf16 autocast, ``torch.compile``, SDPA (flash attention) and fused
+the same optimizer and the same step function, the trainer's own :func:`pretrain.step.train_step` with
+:func:`pretrain.step.make_optimizer`: bf16 autocast, ``torch.compile``, SDPA (flash attention) and fused
 AdamW on a GPU; fp32 eager on a CPU. Each is timed over ``--steps`` steps after ``--warmup`` steps
 (compilation, allocator warm-up), with one device synchronisation before and after the timed loop and
 none inside it. Reported per model: tokens/s, seconds per step, MFU (GPU only: needs the peak FLOP/s of a
-known GPU model, :data:`pretrain.train.PEAK_FLOPS`) and peak memory (GPU only); then the ratio of tokens/s,
+known GPU model, :data:`pretrain.hardware.PEAK_FLOPS`) and peak memory (GPU only); then the ratio of tokens/s,
 and a gradient-flow arbiter pass on our model in the same precision.
 
 On a CPU it runs the ``tiny`` config so CI exercises the whole path; ``bangla-0.4b`` is for a GPU.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import json
 import platform
 import sys
 import time
@@ -29,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from fertility.fileio import atomic_write_bytes
+from fertility.fileio import write_json
 from pretrain.config import OptimConfig
 from pretrain.distributed import Runtime
 from pretrain.model import GPT, GPTConfig, model_config
@@ -126,7 +125,7 @@ def _synchronize(device: torch.device) -> None:
 def measure(name: str, model: nn.Module, settings: BenchSettings, runtime: Runtime, optim: OptimConfig,
             micro_batches: list[torch.Tensor], flops_per_token: float, peak: float | None) -> StepResult:
     """Time the trainer's step on ``model`` (compiled here when the settings say so)."""
-    from pretrain.train import make_optimizer, train_step
+    from pretrain.step import make_optimizer, train_step
 
     device = runtime.device
     optimizer = make_optimizer(model, optim, device)
@@ -162,7 +161,7 @@ def _free(device: torch.device) -> None:
 def run_bench(settings: BenchSettings, *, with_hf: bool = True) -> BenchReport:
     """Measure our step, then HF's, on the same batch; then the arbiter pass."""
     from pretrain.arbiter import check_gradient_flow
-    from pretrain.train import peak_flops
+    from pretrain.hardware import peak_flops
 
     device = torch.device(settings.device)
     runtime = Runtime(device=device, autocast_dtype=torch.bfloat16 if settings.dtype == "bf16" else None)
@@ -228,19 +227,19 @@ def format_report(report: BenchReport) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="tiny", choices=["tiny", "bangla-0.4b"], help="model preset")
-    p.add_argument("--micro-batch", type=int, help="sequences per forward pass (default: the preset's)")
-    p.add_argument("--accum", type=int, default=1,
+    p.add_argument("--micro-batch", metavar="N", type=int, help="sequences per forward pass (default: the preset's)")
+    p.add_argument("--accum", metavar="N", type=int, default=1,
                    help="micro-batches per optimizer step (1 = the optimizer's cost is amortised the least)")
-    p.add_argument("--seq-len", type=int, help="tokens per sequence (default: the preset's context)")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation, allocator)")
-    p.add_argument("--vocab-size", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 64)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--seq-len", metavar="N", type=int, help="tokens per sequence (default: the preset's context)")
+    p.add_argument("--steps", metavar="N", type=int, default=10, help="timed steps")
+    p.add_argument("--warmup", metavar="N", type=int, default=3, help="untimed steps first (compilation, allocator)")
+    p.add_argument("--vocab-size", metavar="N", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 64)")
+    p.add_argument("--device", metavar="DEVICE", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
-    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default")
+    p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
     p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto", help="auto = bf16 on CUDA")
     p.add_argument("--no-hf", action="store_true", help="measure our step only")
-    p.add_argument("--out", help="write the report as JSON here")
+    p.add_argument("--out", metavar="PATH", help="write the report as JSON here")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
@@ -275,6 +274,6 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out, json.dumps(report.to_dict(), indent=2).encode())
+        write_json(out, report.to_dict())
         print(f"wrote {out}")
     return 0 if report.arbiter["ok"] else 1

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
-import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from fertility.fileio import atomic_write_bytes, file_sha256
+from fertility.fileio import file_sha256, write_json
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_NAME = "latest.json"
@@ -50,22 +52,17 @@ def sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
-def _write_json(path: Path, obj: dict[str, Any]) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, allow_nan=False).encode())
-
-
-def _save_file(state: dict[str, Any], path: Path, crash_midway: bool) -> str:
-    """``torch.save`` to a temp file, fsync, checksum, rename; return the sha256."""
+def _save_file(state: dict[str, Any], path: Path, before_publish: Callable[[Path], None] | None) -> str:
+    """``torch.save`` to a temp file, fsync, checksum, rename; return the sha256. ``before_publish`` sees the
+    complete temp file before the rename (`pretrain.faults` kills the process there)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
-        if crash_midway:
-            # Fault injection (kill_during_checkpoint): leave a half-written temp file and die the hard way.
-            os.truncate(tmp, os.path.getsize(tmp) // 2)
-            os.kill(os.getpid(), signal.SIGKILL)
+        if before_publish is not None:
+            before_publish(Path(tmp))
         sha = file_sha256(tmp)
         os.replace(tmp, path)
         return sha
@@ -82,7 +79,7 @@ def _link_best(ckdir: Path, source: Path, meta: dict[str, Any]) -> None:
     except OSError:
         shutil.copyfile(source, tmp)
     os.replace(tmp, ckdir / BEST_NAME)
-    _write_json(sidecar(ckdir / BEST_NAME), {**meta, "file": BEST_NAME, "source": source.name})
+    write_json(sidecar(ckdir / BEST_NAME), {**meta, "file": BEST_NAME, "source": source.name})
 
 
 def read_latest(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -104,24 +101,25 @@ def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
 
 
 def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any], *,
-                    val_loss: float | None = None, keep_last: int = 3, crash_midway: bool = False) -> Path:
+                    val_loss: float | None = None, keep_last: int = 3,
+                    before_publish: Callable[[Path], None] | None = None) -> Path:
     """Write ``state`` as the checkpoint of ``step``; update latest.json and best; prune to ``keep_last``."""
     ckdir = checkpoint_dir(run_dir)
     ckdir.mkdir(parents=True, exist_ok=True)
     for stale in ckdir.glob(".*.tmp"):  # left by a writer that was killed; this process is the only writer
         stale.unlink(missing_ok=True)
     path = ckdir / f"step_{step:08d}.pt"
-    sha = _save_file(state, path, crash_midway)
+    sha = _save_file(state, path, before_publish)
     meta = {"file": path.name, "step": step, "sha256": sha, "bytes": path.stat().st_size,
             "val_loss": val_loss, "time": time.time()}
-    _write_json(sidecar(path), meta)
+    write_json(sidecar(path), meta)
     latest = read_latest(run_dir)
     best_loss = latest.get("best_val_loss")
     if val_loss is not None and (best_loss is None or val_loss < best_loss):
         _link_best(ckdir, path, meta)
         latest.update(best=BEST_NAME, best_step=step, best_val_loss=val_loss)
     latest.update(latest=path.name, step=step)
-    _write_json(ckdir / LATEST_NAME, latest)
+    write_json(ckdir / LATEST_NAME, latest)
     for old in step_checkpoints(run_dir)[:-max(keep_last, 1)]:
         sidecar(old).unlink(missing_ok=True)  # sidecar first: a .pt without one is never loaded
         old.unlink(missing_ok=True)
@@ -154,3 +152,42 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
         return checkpoint_dir(run_dir) / latest
     found = step_checkpoints(run_dir)
     return found[-1] if found else None
+
+
+def resume_checkpoint(run_dir: str | os.PathLike) -> tuple[Path, dict[str, Any], list[tuple[Path, str]]] | None:
+    """The newest checkpoint of a run that verifies and loads, with the newer ones skipped and why.
+
+    Nothing is deleted: a corrupt checkpoint stays on disk for a person to look at. None if the run has no
+    complete checkpoint at all.
+    """
+    skipped: list[tuple[Path, str]] = []
+    for path in reversed(step_checkpoints(run_dir)):
+        try:
+            return path, load_checkpoint(path), skipped
+        except CheckpointError as e:
+            skipped.append((path, str(e)))
+        except Exception as e:  # torch.load of a file that passed its checksum can still fail (other torch)
+            skipped.append((path, f"{path}: cannot be loaded: {type(e).__name__}: {e}"))
+    if skipped:
+        raise CheckpointError("no checkpoint of " + str(run_dir) + " verifies: "
+                              + "; ".join(reason for _, reason in skipped))
+    return None
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG a step could touch, in a form ``torch.load(weights_only=True)`` accepts."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": random.getstate(), "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss],
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

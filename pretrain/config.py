@@ -74,7 +74,17 @@ class TrainConfig:
     supervisor: bool = True
     supervisor_args: list[str] = field(default_factory=list)
     max_rollbacks: int = 3
-    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.train.parse_faults
+    # Wait after each step until the supervisor has judged it: every verdict then lands at the step it names
+    # (deterministic; what the fault tests use), at the cost of up to one supervisor poll per step.
+    supervisor_lockstep: bool = False
+    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.faults
+
+
+# Fields a --resume may change: how the run is driven, not what it computes.
+RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor", "train.supervisor_args",
+                  "train.max_rollbacks", "train.inject_faults", "train.device", "train.threads",
+                  "train.preflight_steps", "train.tensorboard", "train.log_interval", "train.compile",
+                  "train.supervisor_lockstep", "data.path", "data.tokenizer", "train.out"}
 
 
 @dataclass

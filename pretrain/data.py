@@ -84,31 +84,26 @@ def open_dataset(path: str | Path) -> Dataset:
     return Dataset(path=path, manifest=manifest, train=TokenStream([path / s.file for s in train]), val=val)
 
 
-def tokenizer_fingerprint(spec: str) -> str:
-    """The sha256 a tokenizer is identified by: a 64-hex string as given, else the fingerprint of the
-    tokenizer ``spec`` loads (`fertility.adapters.load_tokenizer`; the manifest stores the same)."""
-    if re.fullmatch(r"[0-9a-fA-F]{64}", spec):
-        return spec.lower()
-    from fertility.adapters import load_tokenizer
-
-    return load_tokenizer(spec).fingerprint
-
-
 def check_compatible(dataset: Dataset, vocab_size: int, *, tokenizer: str = "",
                      expected_sha256: str = "", expected_from: str = "", scan_tokens: bool = True) -> None:
     """Refuse shards the model cannot train on, before any step runs.
 
-    ``tokenizer`` is what the user says the data must be tokenized with (a spec or a sha256);
+    ``tokenizer`` is what the user says the data must be tokenized with (a spec or a sha256; a spec is loaded
+    and its file's hash compared, `corpus.shards.TokenizerInfo.load`);
     ``expected_sha256`` is the tokenizer a checkpoint was trained with (``expected_from`` names it).
     Also checks that the model's vocabulary holds the manifest's and every token id in the shards.
     """
     info = dataset.manifest.tokenizer
     where = dataset.path / "manifest.json"
-    if tokenizer:
-        sha = tokenizer_fingerprint(tokenizer)
-        if sha != info.sha256:
+    if re.fullmatch(r"[0-9a-fA-F]{64}", tokenizer):
+        if tokenizer.lower() != info.sha256:
             raise DataError(f"{where}: shards were made with tokenizer {info.spec!r} (sha256 {info.sha256}), "
-                            f"but --tokenizer {tokenizer!r} has sha256 {sha}; re-tokenize or pick matching shards")
+                            f"but --tokenizer names sha256 {tokenizer.lower()}; re-tokenize or pick matching shards")
+    elif tokenizer:
+        try:
+            info.load(tokenizer)
+        except ShardError as e:
+            raise DataError(f"{where}: --tokenizer: {e}") from None
     if expected_sha256 and expected_sha256 != info.sha256:
         raise DataError(f"{where}: shards were made with tokenizer {info.spec!r} (sha256 {info.sha256}), "
                         f"but {expected_from or 'the model'} was trained with sha256 {expected_sha256}; "

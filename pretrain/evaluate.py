@@ -1,5 +1,5 @@
 """Per-language evaluation: validation loss, bits per token, per character and per byte, for the trained
-model and for its random-init twin, plus a few greedy samples. ``pretrain eval --run RUN``.
+model and for its random-init twin, plus a few sampled continuations. ``pretrain eval --run RUN``.
 
 Bits per character and per byte do not depend on the tokenizer, so runs with different tokenizers can be
 compared. They are computed as bits per token over the evaluated windows x tokens per character (byte) of
@@ -13,6 +13,7 @@ trained. Its loss is about ln(vocab); the ratio trained / twin says how much the
 
     {"schema_version": 1, "run", "checkpoint", "step", "tokens_seen", "max_tokens_per_language",
      "tokenizer": {"spec", "sha256", "vocab_size"}, "model": {"preset", "parameters", "config"},
+     "sampling": {"temperature", "top_k", "seed"},
      "languages": {LANG: {"model": METRICS, "random_init": METRICS, "loss_ratio", "samples": [SAMPLE]}},
      "mean": {"model_loss", "random_init_loss", "loss_ratio"}}
     METRICS = {"loss", "bits_per_token", "bits_per_char", "bits_per_byte", "targets"}
@@ -21,7 +22,6 @@ trained. Its loss is about ln(vocab); the ratio trained / twin says how much the
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import asdict, dataclass
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fertility.fileio import atomic_write_bytes
+from fertility.fileio import write_json
 from pretrain.data import Dataset, eval_windows, open_dataset
 from pretrain.distributed import Runtime
 
@@ -90,21 +90,25 @@ def language_metrics(model: torch.nn.Module, dataset: Dataset, seq_len: int, max
 def _tokenizer(dataset: Dataset):
     """The manifest's tokenizer for decoding samples, or None if it cannot be loaded or is not the same."""
     try:
-        from fertility.adapters import load_tokenizer
-
-        tok = load_tokenizer(dataset.manifest.tokenizer.spec)
-    except Exception:  # any load failure only costs the sample texts
+        return dataset.manifest.tokenizer.load()
+    except Exception:  # a missing, unloadable or replaced tokenizer only costs the sample texts
         return None
-    return tok if tok.fingerprint == dataset.manifest.tokenizer.sha256 else None
 
 
-def greedy_samples(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, prompt_tokens: int,
-                   new_tokens: int, runtime: Runtime, tokenizer=None) -> list[dict[str, Any]]:
-    """Greedy continuations of the first ``n`` documents of a language's validation text."""
+# Samples are drawn, not greedy: a small model's greedy continuation collapses onto its most frequent token
+# (a run of commas) long before its loss stops falling, which says little about what it learned.
+SAMPLING = {"temperature": 0.8, "top_k": 40, "seed": 0}
+
+
+def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, prompt_tokens: int,
+                         new_tokens: int, runtime: Runtime, tokenizer=None) -> list[dict[str, Any]]:
+    """Sampled continuations (:data:`SAMPLING`, reproducible) of the first ``n`` documents of a language's
+    validation text, each cut where the model ends the document (its first BOS)."""
     bos = dataset.manifest.tokenizer.bos_id
     stream = dataset.val[lang]
     head = stream.window(0, min(len(stream), 200_000))
     starts = np.flatnonzero(head == bos) + 1
+    generator = torch.Generator().manual_seed(SAMPLING["seed"])
     samples = []
     for start in starts[:n]:
         prompt = head[start:start + prompt_tokens]
@@ -114,9 +118,12 @@ def greedy_samples(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, 
         model.eval()
         ids = torch.from_numpy(np.concatenate([[bos], prompt])).unsqueeze(0).to(runtime.device)
         with runtime.autocast():
-            out = model.generate(ids, new_tokens)[0, 1:].tolist()
+            out = model.generate(ids, new_tokens, temperature=SAMPLING["temperature"], top_k=SAMPLING["top_k"],
+                                 generator=generator)[0, 1:].tolist()
         model.train(was_training)
         prompt_ids, completion_ids = out[:prompt_tokens], out[prompt_tokens:]
+        if bos in completion_ids:  # the model ended the document: what follows would start another
+            completion_ids = completion_ids[:completion_ids.index(bos)]
         samples.append({"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                         "prompt": tokenizer.decode(prompt_ids) if tokenizer else None,
                         "completion": tokenizer.decode(completion_ids) if tokenizer else None})
@@ -130,7 +137,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     from pretrain.checkpoint import latest_checkpoint, load_checkpoint
     from pretrain.config import RunConfig
     from pretrain.distributed import setup
-    from pretrain.train import build_model
+    from pretrain.model import build_model
 
     run_dir = Path(run_dir)
     path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
@@ -144,8 +151,8 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
                          f"the checkpoint {path} was trained on {state['tokenizer']['sha256']}")
     runtime = setup(device, cfg.train.dtype)
     micro = micro_batch or cfg.data.micro_batch
-    twin = build_model(cfg).to(runtime.device)
-    model = build_model(cfg)
+    twin = build_model(cfg.model, cfg.train.seed).to(runtime.device)
+    model = build_model(cfg.model, cfg.train.seed)
     model.load_state_dict(state["model"])
     model.to(runtime.device)
     tokenizer = _tokenizer(dataset) if samples else None
@@ -157,18 +164,19 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
         "tokens_seen": state["tokens_seen"], "max_tokens_per_language": max_tokens,
         "tokenizer": {"spec": info.spec, "sha256": info.sha256, "vocab_size": info.vocab_size},
         "model": {"preset": cfg.model_preset, "parameters": model.num_params(), "config": asdict(cfg.model)},
-        "languages": {},
+        "sampling": SAMPLING, "languages": {},
     }
     for lang in trained:
         report["languages"][lang] = {
             "model": asdict(trained[lang]), "random_init": asdict(untrained[lang]),
             "loss_ratio": trained[lang].loss / untrained[lang].loss,
-            "samples": greedy_samples(model, dataset, lang, samples, prompt_tokens, new_tokens, runtime, tokenizer),
+            "samples": sample_continuations(model, dataset, lang, samples, prompt_tokens, new_tokens, runtime,
+                                            tokenizer),
         }
     m = statistics.fmean(v.loss for v in trained.values())
     r = statistics.fmean(v.loss for v in untrained.values())
     report["mean"] = {"model_loss": m, "random_init_loss": r, "loss_ratio": m / r}
-    atomic_write_bytes(run_dir / "eval.json", json.dumps(report, ensure_ascii=False, indent=2).encode())
+    write_json(run_dir / "eval.json", report)
     if plot:
         from pretrain.plots import plot_eval
 

@@ -4,7 +4,7 @@
 
 The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
 :mod:`pretrain.reference`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
-``export.json`` (where it came from). Users then evaluate with their usual tools::
+``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.model_card`). Users then evaluate with their usual tools::
 
     model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
 
@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fertility.fileio import file_sha256
+from fertility.fileio import atomic_write_text, file_sha256, staging_dir, write_json
 from pretrain.model import GPT, GPTConfig
 from pretrain.reference import to_hf
 
@@ -59,12 +56,13 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
-    from fertility.adapters import HFTokenizer, load_tokenizer
+    from corpus.shards import TokenizerInfo, TokenizerMismatch
+    from fertility.tokenizers import HFTokenizer
 
-    tok = load_tokenizer(spec)
-    if tok.fingerprint != expected_sha256:
-        raise ExportError(f"tokenizer {spec!r} has sha256 {tok.fingerprint}, but the model was trained with "
-                          f"{expected_sha256}; pass --tokenizer with the tokenizer the shards were made with")
+    try:
+        tok = TokenizerInfo(spec=spec, sha256=expected_sha256, vocab_size=0, bos_id=bos_id).load()
+    except TokenizerMismatch as e:
+        raise ExportError(f"{e}; pass --tokenizer with the tokenizer the model was trained with") from None
     if not isinstance(tok, HFTokenizer):
         raise ExportError(f"tokenizer {spec!r} is a {tok.kind} tokenizer; export supports tokenizers in "
                           "`tokenizers` format (tokenizer.json, vocab.json + merges.txt): convert it first")
@@ -84,8 +82,11 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
-                      dtype: str = "fp32") -> Path:
-    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``."""
+                      dtype: str = "fp32", eval_json: str | Path | None = None, data: str | None = None) -> Path:
+    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``.
+    Its README.md is the model card (:mod:`pretrain.model_card`), from ``eval_json`` (default RUN/eval.json)
+    and the shard manifest in ``data`` (default the run's)."""
+    from pretrain import model_card
     from pretrain.checkpoint import load_checkpoint
 
     checkpoint, out = Path(checkpoint), Path(out)
@@ -101,38 +102,45 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
     tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
     hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
+    if eval_json is not None and not Path(eval_json).is_file():
+        raise ExportError(f"--eval {eval_json}: no such file")
+    sha256 = file_sha256(checkpoint)
+    card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
+                                               tokenizer_spec=spec, dtype=dtype,
+                                               eval_json=Path(eval_json) if eval_json else None, data=data))
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
+    with staging_dir(out) as staging:
         hf.save_pretrained(staging)
         tok.save_pretrained(staging)
-        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": file_sha256(checkpoint),
+        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
                       "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
-        (staging / "export.json").write_text(json.dumps(provenance, indent=2))
+        write_json(staging / "export.json", provenance)
+        atomic_write_text(staging / "README.md", card)
+        if out.exists():  # made by someone else meanwhile: never overwrite
+            raise ExportError(f"{out} appeared during the export; export never overwrites, pick another --out")
         staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
-    p.add_argument("--out", required=True, help="the folder to create (must not exist)")
-    p.add_argument("--tokenizer", help="tokenizer spec (default: the one the checkpoint names)")
+    p.add_argument("--checkpoint", metavar="CHECKPOINT", required=True, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to create (must not exist)")
+    p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer spec (default: the one the checkpoint names)")
     p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
+    p.add_argument("--eval", metavar="PATH", help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
+    p.add_argument("--data", metavar="DIR", help="shard directory whose manifest the card reads (default: the run's)")
 
 
 def main(args: argparse.Namespace) -> int:
     """Export from parsed ``pretrain export`` arguments."""
-    from fertility.adapters import TokenizerLoadError
+    from fertility.tokenizers import TokenizerLoadError
     from pretrain.checkpoint import CheckpointError
 
     try:
-        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype)
+        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype,
+                                eval_json=args.eval, data=args.data)
     except (ExportError, CheckpointError, TokenizerLoadError) as e:
         print(f"pretrain export: error: {e}", file=sys.stderr)
         return 2

@@ -202,9 +202,27 @@ class GPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """Greedy continuation of ``idx`` (B, T) by ``max_new_tokens`` tokens (no KV cache: a few samples only)."""
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0, top_k: int | None = None,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Continue ``idx`` (B, T) by ``max_new_tokens`` tokens (no KV cache: a few samples only): greedy at
+        temperature 0, else sampled from the ``top_k`` most likely tokens (reproducible with ``generator``)."""
         for _ in range(max_new_tokens):
             logits, _ = self(idx[:, -self.cfg.block_size:])
-            idx = torch.cat([idx, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+            logits = logits[:, -1].float()
+            if temperature <= 0:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            else:
+                if top_k:
+                    kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                probs = torch.softmax(logits / temperature, dim=-1)
+                nxt = torch.multinomial(probs.cpu(), 1, generator=generator).to(idx.device)
+            idx = torch.cat([idx, nxt], dim=1)
         return idx
+
+
+def build_model(cfg: GPTConfig, seed: int) -> GPT:
+    """The model as initialised by a run's seed, on CPU (so the init is the same on every device, and is
+    the random-init twin that evaluation compares against)."""
+    torch.manual_seed(seed)
+    return GPT(cfg)

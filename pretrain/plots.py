@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSONL log; a line that does not parse (cut by a kill) is skipped."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+from fertility.fileio import read_jsonl
 
 
 def trajectory(run_dir: str | Path) -> list[dict[str, Any]]:

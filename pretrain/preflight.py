@@ -1,8 +1,9 @@
 """The preflight every launch runs before its first step: data and tokenizer, device, memory for the
 micro-batch, gradient flow (the arbiter), and the time to finish from a short measured burst.
 
-The shard checks (manifest, tokenizer identity, vocabulary, token ids) already ran when the
-:class:`~pretrain.train.Trainer` was built; a mismatch there stops the launch before this point. The burst
+The manifest, vocabulary and token-id checks already ran when the :class:`~pretrain.train.Trainer` was built;
+a mismatch there stops the launch before this point. Here every shard is hashed against the manifest, and
+the tokenizer file is loaded and hashed against the manifest's record. The burst
 runs real optimizer steps on a copy of the model, so the run itself starts from the untouched state.
 
 ``RUN/preflight.json`` holds the report; every figure says whether it was measured or estimated.
@@ -11,7 +12,6 @@ runs real optimizer steps on a copy of the model, so the run itself starts from 
 from __future__ import annotations
 
 import copy
-import json
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,9 +19,15 @@ from typing import Any
 
 import torch
 
-from fertility.fileio import atomic_write_bytes
+from corpus.shards import ShardError
+from corpus.verify import verify_shards
+from fertility.fileio import write_json
 from pretrain import distributed
-from pretrain.train import Trainer, build_model, make_optimizer, rng_state, set_rng_state, train_step
+from pretrain.checkpoint import rng_state, set_rng_state
+from pretrain.hardware import mfu
+from pretrain.model import build_model
+from pretrain.step import make_optimizer, train_step
+from pretrain.train import Trainer
 
 GiB = 1024**3
 
@@ -79,7 +85,7 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     rt = trainer.runtime
     if rt.fsdp:
         rng = rng_state()
-        model = build_model(trainer.cfg).to(rt.device)
+        model = build_model(trainer.cfg.model, trainer.cfg.train.seed).to(rt.device)
         set_rng_state(rng)
     else:
         model = copy.deepcopy(trainer.model)
@@ -88,8 +94,9 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     batches = trainer.micro_batches(trainer.sampler.state.next_batch)
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
-    # On a GPU the first step pays for compilation and allocator warm-up: time the ones after it.
-    warmup = 1 if rt.device.type == "cuda" or trainer.compile else 0
+    # The first step pays for compilation, allocator and cache warm-up (4x a warm step on CPU, far more on a
+    # GPU): time the ones after it, or a time budget would be spent on a fraction of the steps it allows.
+    warmup = 1
     times = []
     for i in range(steps + warmup):
         t0 = time.perf_counter()
@@ -100,11 +107,36 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     step_s = sorted(times)[len(times) // 2]
     tps = trainer.cfg.train.global_batch_tokens / step_s
     out = {"kind": "measured", "steps": steps, "seconds_per_step": step_s, "tokens_per_s": tps,
-           "mfu": trainer.flops_per_token * tps / (trainer.peak * rt.world_size) if trainer.peak else None}
+           "mfu": mfu(trainer.flops_per_token, tps, trainer.peak, rt.world_size)}
     if rt.device.type == "cuda":
         out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(rt.device)
     del model, wrapped, optimizer
     return out
+
+
+def check_tokenizer(ds, problems: list[str]) -> str:
+    """Whether the tokenizer file the manifest names is still the one the shards were made with (its sha256
+    is computed from the file, not copied from the manifest). A file that cannot be loaded is reported but
+    does not stop the run: training needs only the ids, and the vocabulary was checked against the model."""
+    info = ds.manifest.tokenizer
+    try:
+        info.load()
+    except ShardError as e:
+        problems.append(f"{ds.path / 'manifest.json'}: {e}")
+        return f"FAIL: {e}"
+    except Exception as e:  # not loadable here (moved, another machine): say so, keep going
+        return (f"not verified: {info.spec!r} cannot be loaded ({type(e).__name__}: {e}); shards, vocabulary and "
+                "ids were checked")
+    return f"ok: {info.spec} has sha256 {info.sha256} (computed from the file), as the manifest records"
+
+
+def check_shards(ds, problems: list[str]) -> str:
+    """Every shard against the manifest: header, size, count, documents and sha256 (`corpus.verify`)."""
+    result = verify_shards(ds.path, ds.manifest, hashes=True, progress=False)
+    problems.extend(f"{ds.path}: {p}" for p in result.problems)
+    if not result.ok:
+        return f"FAIL: {len(result.problems)} problem(s)"
+    return f"ok: {result.shards} shards, {result.tokens:,} tokens match the manifest (sha256 included)"
 
 
 def run_preflight(trainer: Trainer) -> PreflightReport:
@@ -115,7 +147,7 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
     problems: list[str] = []
     data = {"path": str(ds.path), "train_tokens": len(ds.train), "val_languages": {k: len(v) for k, v in ds.val.items()},
             "tokenizer": asdict(ds.manifest.tokenizer), "windows_per_epoch": trainer.sampler.n_windows,
-            "tokenizer_check": "ok: manifest sha256 and vocabulary match the model, all ids in range"}
+            "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
     model = {"preset": cfg.model_preset, "parameters": trainer.model.num_params(),
@@ -158,14 +190,15 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
 
 
 def write_report(report: PreflightReport, run_dir) -> None:
-    atomic_write_bytes(run_dir / "preflight.json", json.dumps(report.to_dict(), indent=2, default=str).encode())
+    write_json(run_dir / "preflight.json", report.to_dict())
 
 
 def format_report(report: PreflightReport) -> str:
     d, m, b = report.device, report.model, report.batch
     lines = [f"preflight: {'ok' if report.ok else 'FAILED'}",
-             f"  data    {report.data['train_tokens']:,} train tokens; val {report.data['val_languages']}; "
-             f"tokenizer {report.data['tokenizer']['spec']} ({report.data['tokenizer']['sha256'][:12]}...) matches",
+             f"  data    {report.data['train_tokens']:,} train tokens; val {report.data['val_languages']}",
+             f"  shards  {report.data['shard_check']}",
+             f"  tokens  {report.data['tokenizer_check']}",
              f"  device  {d.get('name')} ({d['device']}), torch {d['torch']}, autocast {d['autocast']}, "
              f"compile {d['compile']}, world {d['world_size']}",
              f"  model   {m['parameters']:,} parameters ({m['non_embedding_parameters']:,} non-embedding), "
@@ -177,9 +210,9 @@ def format_report(report: PreflightReport) -> str:
         lines.append(f"  grads   {'ok' if report.arbiter['ok'] else 'FAILED'}: {report.arbiter['checked']} "
                      "parameters checked by the gradient-flow arbiter")
     if report.burst:
-        mfu = report.burst["mfu"]
+        burst_mfu = report.burst["mfu"]
         lines.append(f"  speed   {report.burst['tokens_per_s']:,.0f} tokens/s, {report.burst['seconds_per_step']:.3f} "
-                     f"s/step (measured), MFU {'n/a' if mfu is None else f'{100 * mfu:.1f}%'}")
+                     f"s/step (measured), MFU {'n/a' if burst_mfu is None else f'{100 * burst_mfu:.1f}%'}")
     if report.estimate:
         lines.append(f"  finish  {report.estimate['steps_remaining']} steps in ~{report.estimate['seconds'] / 60:.1f} "
                      "min (estimate)")

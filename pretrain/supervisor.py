@@ -1,25 +1,30 @@
 """The run supervisor: a separate process with the authority to halt a training run.
 
-It reads only what the trainer writes, ``RUN/metrics.jsonl`` (one JSON object per step: step, loss, lr,
-grad_norm, tokens_per_s, mfu, time) and ``RUN/heartbeat.json`` (``{"step", "time", "pid"}``, rewritten
-atomically every step), and decides. The decisions are pure functions over a list of metric dicts
+It reads only what the trainer writes (the files and the generation protocol are `pretrain.rundir`'s):
+``RUN/metrics.jsonl`` (one JSON object per step: gen, step, loss, lr, grad_norm, tokens_per_s, mfu, time)
+and ``RUN/heartbeat.json``, and decides. The decisions are pure functions over a list of metric dicts
 (:func:`detect`, :func:`scan`, :func:`check_heartbeat`) so they are tested without any process;
-:func:`supervise` is the thin loop around them.
+:class:`Supervisor` applies them to what is new in the run directory at each :meth:`Supervisor.poll`, and
+:func:`supervise` is the thin loop around that.
 
 The halt protocol (the trainer implements the other side):
 
 * the supervisor atomically writes ``RUN/halt_request.json``
-  ``{"reason", "evidence", "step", "action": "halt"|"rollback", "skip_batches": [first, last]}``;
+  ``{"gen", "reason", "evidence", "step", "action": "halt"|"rollback", "skip_batches": [first, last]}``,
+  at most once per trainer generation, and judges nothing more of that generation;
 * on ``halt`` the trainer stops at the next step boundary, keeps its last good checkpoint, writes
   ``RUN/halt.json`` ``{"reason", "evidence", "step", "last_good_checkpoint"}`` and exits with code 3;
-* on ``rollback`` it reloads the last good checkpoint, skips the batches of steps ``first..last`` and goes
-  on; its metrics then restart at an earlier step, and the supervisor forgets the abandoned steps;
+* on ``rollback`` it reloads the last good checkpoint, skips the batches of steps ``first..last``, claims
+  a new generation and goes on; the steps it logged meanwhile belong to the old generation and are never
+  judged, and the abandoned steps leave the supervisor's history;
+* a request whose generation is not the trainer's (left by an ended run) is void;
 * a trainer whose heartbeat stalls cannot answer, so the supervisor terminates it itself (SIGTERM, then
   SIGKILL after a grace period) and writes ``RUN/halt.json`` on its behalf.
 
-Every decision is also appended to ``RUN/supervisor.jsonl`` so a run's history can be read afterwards.
+Every decision is also appended to ``RUN/supervisor.jsonl``, and the last step judged to
+``RUN/supervisor_ack.json`` (a trainer in lockstep waits for it before its next step).
 
-Usage: ``python -m pretrain.supervisor --run RUN --trainer-pid PID [options]`` (``pretrain launch`` starts
+Usage: ``python -m pretrain.supervisor --run RUN --trainer-pid PID --generation GEN [options]`` (``pretrain launch`` starts
 it; :func:`command` builds that argv from a :class:`SupervisorConfig`).
 """
 
@@ -39,13 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from fertility.fileio import atomic_write_bytes
-
-METRICS_NAME = "metrics.jsonl"
-HEARTBEAT_NAME = "heartbeat.json"
-HALT_REQUEST_NAME = "halt_request.json"
-HALT_NAME = "halt.json"
-LOG_NAME = "supervisor.jsonl"
+from fertility import clihelp
+from fertility.fileio import write_json
+from pretrain import rundir
 
 # Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last
 # good checkpoint without the offending batches is worth a try. A slow or hung trainer is not cured by that.
@@ -105,6 +106,8 @@ class SupervisorState:
     records: list[dict[str, Any]] = field(default_factory=list)
     rollbacks: int = 0
     started_at: float = field(default_factory=time.time)
+    newest_gen: int = 0  # the newest trainer generation seen in the metrics
+    requested: set[int] = field(default_factory=set)  # generations already asked to halt or roll back
 
 
 def as_float(value: Any) -> float:
@@ -277,22 +280,8 @@ class MetricsTail:
         return records, warnings
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A small JSON file the other process rewrites atomically; None if absent or mid-replacement."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def write_json(path: Path, obj: dict[str, Any]) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, allow_nan=False, default=str).encode())
-
-
 def log_event(run_dir: Path, event: str, **data: Any) -> None:
-    line = json.dumps({"time": time.time(), "event": event, **data}, default=str)
-    with open(run_dir / LOG_NAME, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    rundir.append(run_dir, rundir.SUPERVISOR_LOG, {"time": time.time(), "event": event, **data})
 
 
 def pid_alive(pid: int) -> bool:
@@ -308,17 +297,6 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return True  # no procfs (macOS): trust kill(0)
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def process_start_time(pid: int) -> float | None:
-    """When ``pid`` started (seconds since the epoch), from procfs; None where that is not available."""
-    try:
-        fields_after_comm = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, StopIteration, IndexError, ValueError):
-        return None
-    return boot + int(fields_after_comm[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: starttime
 
 
 def terminate(pid: int, grace_s: float) -> str:
@@ -343,18 +321,19 @@ def _last_good_checkpoint(run_dir: Path) -> str | None:
     return None if path is None else str(path)
 
 
-def request_halt(run_dir: Path, verdict: Verdict, state: SupervisorState, cfg: SupervisorConfig) -> str:
-    """Write halt_request.json for ``verdict``; return the action asked for."""
+def request_halt(run_dir: Path, verdict: Verdict, state: SupervisorState, cfg: SupervisorConfig, gen: int) -> str:
+    """Write halt_request.json for ``verdict``, reached on generation ``gen``; return the action asked for."""
     rollback = (cfg.halt_policy == "rollback" and verdict.reason in ROLLBACK_REASONS
                 and state.rollbacks < cfg.max_rollbacks)
     action = "rollback" if rollback else "halt"
     if rollback:
         state.rollbacks += 1
-    request = {"reason": verdict.reason, "evidence": verdict.evidence, "step": verdict.step,
+    state.requested.add(gen)
+    request = {"gen": gen, "reason": verdict.reason, "evidence": verdict.evidence, "step": verdict.step,
                "action": action, "skip_batches": verdict.skip_batches(cfg)}
     if cfg.halt_policy == "rollback" and not rollback and verdict.reason in ROLLBACK_REASONS:
         request["evidence"] = {**verdict.evidence, "rollbacks_exhausted": state.rollbacks}
-    write_json(run_dir / HALT_REQUEST_NAME, request)
+    rundir.write_request(run_dir, request)
     log_event(run_dir, "request", **request, rollbacks=state.rollbacks)
     return action
 
@@ -369,46 +348,75 @@ def halt_stalled_trainer(run_dir: Path, pid: int, verdict: Verdict, cfg: Supervi
             "evidence": {**verdict.evidence, "action": f"SIGTERM, then SIGKILL after {cfg.grace_s} s"},
             "step": verdict.step, "last_good_checkpoint": _last_good_checkpoint(run_dir),
             "written_by": "supervisor"}
-    write_json(run_dir / HALT_NAME, halt)
+    write_json(run_dir / rundir.HALT, halt)
     log_event(run_dir, "terminated", **halt, ended_by=terminate(pid, cfg.grace_s))
 
 
-def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig) -> int:
-    """Watch the run until the trainer exits; return 0, or 3 if the supervisor had to end the trainer."""
-    run_dir = Path(run_dir)
-    state = SupervisorState()
-    tail = MetricsTail(run_dir / METRICS_NAME)
-    # Steps logged by an earlier trainer process (the run before a --resume) are history, not news: the
-    # NaN that halted it must not halt the resumed run. Where the start time is unknown, judge everything.
-    trainer_started = process_start_time(trainer_pid) or 0.0
-    log_event(run_dir, "start", trainer_pid=trainer_pid, config=asdict(cfg))
-    while pid_alive(trainer_pid):
-        new, warnings = tail.read()
+class Supervisor:
+    """The supervisor of one trainer process: :meth:`poll` judges what is new in the run directory.
+
+    ``generation`` is the trainer's first generation; records of earlier ones (the run before a
+    ``--resume``) are history, never news.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig, generation: int):
+        self.run_dir, self.trainer_pid, self.cfg = Path(run_dir), trainer_pid, cfg
+        self.first_gen = generation
+        self.state = SupervisorState()
+        self.tail = MetricsTail(self.run_dir / rundir.METRICS)
+        self.acked: tuple[int, int] | None = None
+
+    def judge(self, records: list[dict[str, Any]]) -> None:
+        """Add step records in the order the trainer logged them; judge each one of a generation that has not
+        been asked anything yet; acknowledge the last one."""
+        for rec in records:
+            gen = int(rec.get("gen", 0))
+            add_record(self.state.records, rec)
+            self.state.newest_gen = max(self.state.newest_gen, gen)
+            if gen < max(self.first_gen, self.state.newest_gen) or gen in self.state.requested:
+                continue  # history, or steps logged after a request and before the trainer's answer
+            verdict = detect(self.state.records, self.cfg)
+            if verdict is not None:
+                request_halt(self.run_dir, verdict, self.state, self.cfg, gen)
+        if records:
+            last = (int(records[-1].get("gen", 0)), int(records[-1]["step"]))
+            if last != self.acked:
+                rundir.write_ack(self.run_dir, *last)
+                self.acked = last
+
+    def poll(self) -> int | None:
+        """Judge the new steps and the heartbeat; 3 if the trainer had to be ended, else None."""
+        new, warnings = self.tail.read()
         for w in warnings:
-            log_event(run_dir, "warning", message=w)
-        # A request the trainer has not consumed yet stays the only one; judge again once it is gone.
-        pending = (run_dir / HALT_REQUEST_NAME).exists()
-        for rec in new:
-            add_record(state.records, rec)
-            if not pending and as_float(rec.get("time")) >= trainer_started - 1.0:
-                verdict = detect(state.records, cfg)
-                if verdict is not None:
-                    request_halt(run_dir, verdict, state, cfg)
-                    pending = True
-        stalled = check_heartbeat(read_json(run_dir / HEARTBEAT_NAME), time.time(), state.started_at,
-                                  cfg.heartbeat_timeout_s)
+            log_event(self.run_dir, "warning", message=w)
+        self.judge(new)
+        stalled = check_heartbeat(rundir.read_small_json(self.run_dir / rundir.HEARTBEAT), time.time(),
+                                  self.state.started_at, self.cfg.heartbeat_timeout_s)
         if stalled is not None:
-            halt_stalled_trainer(run_dir, trainer_pid, stalled, cfg)
+            halt_stalled_trainer(self.run_dir, self.trainer_pid, stalled, self.cfg)
             return 3
+        return None
+
+
+def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig, generation: int) -> int:
+    """Watch the run until the trainer exits; return 0, or 3 if the supervisor had to end the trainer."""
+    sup = Supervisor(run_dir, trainer_pid, cfg, generation)
+    log_event(sup.run_dir, "start", trainer_pid=trainer_pid, generation=generation, config=asdict(cfg))
+    while pid_alive(trainer_pid):
+        code = sup.poll()
+        if code is not None:
+            return code
         time.sleep(cfg.poll_s)
-    log_event(run_dir, "trainer_exited", trainer_pid=trainer_pid, steps_seen=len(state.records),
-              rollbacks=state.rollbacks)
+    sup.judge(sup.tail.read()[0])  # what the trainer logged after the last poll, for the record
+    log_event(sup.run_dir, "trainer_exited", trainer_pid=trainer_pid, steps_seen=len(sup.state.records),
+              rollbacks=sup.state.rollbacks)
     return 0
 
 
-def command(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig) -> list[str]:
+def command(run_dir: str | os.PathLike, trainer_pid: int, generation: int, cfg: SupervisorConfig) -> list[str]:
     """The argv that starts a supervisor for ``run_dir`` with ``cfg`` (what ``pretrain launch`` runs)."""
-    argv = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid)]
+    argv = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid),
+            "--generation", str(generation)]
     for f in fields(SupervisorConfig):
         value = getattr(cfg, f.name)
         if value is not None:
@@ -416,28 +424,53 @@ def command(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfig)
     return argv
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One ``--option`` per :class:`SupervisorConfig` field, defaulting to the field's default."""
+FIELD_HELP = {
+    "window": "steps of history the newest step is compared against",
+    "min_history": "no spike, explosion or collapse verdict before this many steps",
+    "spike_z": "loss spike: standard deviations above the window's trend",
+    "spike_std_floor": "floor on the window's standard deviation, relative to its mean loss",
+    "grad_explode_factor": "grad-norm explosion: multiple of the window's median",
+    "grad_norm_max": "absolute ceiling on the grad norm (none by default)",
+    "throughput_fraction": "throughput collapse: tokens/s below this fraction of the run's median...",
+    "throughput_patience": "...for this many consecutive steps",
+    "throughput_warmup": "first steps left out of the throughput median",
+    "heartbeat_timeout_s": "end a trainer silent for this many seconds",
+    "poll_s": "seconds between looks at the run directory",
+    "grace_s": "seconds between SIGTERM and SIGKILL for a stalled trainer",
+    "halt_policy": "halt, or roll back to the last good checkpoint skipping the bad batches",
+    "max_rollbacks": "rollbacks asked before halting instead",
+    "rollback_skip_before": "also skip this many batches before the offending step",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """One ``--PREFIXoption`` per :class:`SupervisorConfig` field. Without a prefix each defaults to the field's
+    default; with one (``pretrain launch --sup-NAME``) to None, so only what the user gave is forwarded."""
     defaults = SupervisorConfig()
     for f in fields(SupervisorConfig):
         default = getattr(defaults, f.name)
         kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], float)
         choices = ("halt", "rollback") if f.name == "halt_policy" else None
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, choices=choices,
-                            help=f"(default: {default})")
+        help_text = FIELD_HELP[f.name] + (f" (supervisor default: {default})" if prefix and default is not None else "")
+        metavar = None if choices else "SECONDS" if f.name.endswith("_s") else "N" if kind is int else "X"
+        parser.add_argument(f"--{prefix}" + f.name.replace("_", "-"), type=kind, choices=choices,
+                            default=None if prefix else default, dest=f"{prefix.replace('-', '_')}{f.name}",
+                            metavar=metavar, help=help_text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pretrain.supervisor", description=__doc__.split("\n\n")[0])
+    parser = clihelp.parser("python -m pretrain.supervisor", __doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="the run directory the trainer writes")
     parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
+    parser.add_argument("--generation", type=int, required=True,
+                        help="the trainer's generation (pretrain.rundir); earlier ones are history")
     add_arguments(parser)
     args = parser.parse_args(argv)
     run_dir = Path(args.run)
     if not run_dir.is_dir():
         parser.error(f"--run {run_dir}: no such directory")
     cfg = SupervisorConfig(**{f.name: getattr(args, f.name) for f in fields(SupervisorConfig)})
-    return supervise(run_dir, args.trainer_pid, cfg)
+    return supervise(run_dir, args.trainer_pid, cfg, args.generation)
 
 
 if __name__ == "__main__":

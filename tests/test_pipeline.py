@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from corpus.shards import Manifest, read_shard
-from fertility.adapters import load_tokenizer
+from fertility.tokenizers import load_tokenizer
 
 pytestmark = pytest.mark.slow
 

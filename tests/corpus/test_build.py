@@ -17,8 +17,8 @@ from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig
 from corpus.shards import Manifest, read_shard
 from corpus.verify import documents, verify_shards
-from fertility.adapters import load_tokenizer
 from fertility.text import iter_documents, parse_text_arg
+from fertility.tokenizers import load_tokenizer
 
 MAX_CHARS = 120_000
 QUIET = ExecutorConfig(workers=1, progress=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fertility.adapters import load_tokenizer
+from fertility.tokenizers import load_tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ def independent(shared_tokenizers):
     from tiktoken.load import load_tiktoken_bpe
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    from fertility.adapters import CL100K_PATTERN, O200K_PATTERN
+    from fertility.tokenizers import CL100K_PATTERN, O200K_PATTERN
 
     gpt2 = Tokenizer(models.BPE.from_file(str(tok_dir / "gpt2" / "vocab.json"), str(tok_dir / "gpt2" / "merges.txt")))
     gpt2.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -5,7 +5,7 @@ import pytest
 import fertility
 from fertility.balance import balance
 from fertility.metrics import Metrics
-from fertility.parallel import ParallelError, premium, read_parallel
+from fertility.premium import ParallelError, premium, read_parallel
 from fertility.traps import find_traps
 
 
@@ -75,3 +75,61 @@ def test_trap_rules_and_causes():
     assert trap.rule == "low_chars_per_token" and "vocabulary has few tokens" in trap.cause
     # too little text to judge
     assert find_traps({"Latin": latin, "Bengali": Metrics(chars=50, tokens=100.0, pretokens=90.0)}) == []
+
+
+def test_progress_moves_on_one_endless_line(tmp_path, gpt2, monkeypatch):
+    import fertility.analysis
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 2048)
+    monkeypatch.setattr(fertility.analysis, "BATCH_CHARS", 3000)
+    p = tmp_path / "one-line.txt"
+    p.write_text(" ".join(["আমি বাংলায় গান গাই"] * 2000))  # about 100 kB, no newline
+    updates = []
+    monkeypatch.setattr(fertility.analysis, "tqdm", lambda **kw: _Bar(updates))
+    report = fertility.analyze([gpt2], [fertility.TextSource("bn", str(p))], progress=True)
+    assert len(updates) > 10 and sum(updates) == report.tokenizers[0].languages["bn"].chars
+
+
+class _Bar:
+    def __init__(self, updates):
+        self.updates = updates
+
+    def update(self, n):
+        self.updates.append(n)
+
+    def close(self):
+        pass
+
+
+def test_sampled_detail_keeps_exact_totals_and_states_its_error(gpt2, sample_dir):
+    docs = [d.text for d in fertility.iter_documents(str(sample_dir / "bn" / "literature-bnarchive.txt.gz"),
+                                                     max_chars=200_000)]
+    exact = fertility.analyze([gpt2], {"bn": docs}, progress=False).tokenizers[0]
+    sampled = fertility.analyze([gpt2], {"bn": docs}, progress=False, detail_every=4).tokenizers[0]
+    e, s = exact.languages["bn"], sampled.languages["bn"]
+    # every document is encoded: the totals and chars/token are exact
+    assert (s.documents, s.chars, s.bytes, s.tokens) == (e.documents, e.chars, e.bytes, e.tokens)
+    assert s.chars_per_token == e.chars_per_token and s.bytes_per_token == e.bytes_per_token
+    assert e.sample_share == 1.0 and e.ci95 == {}
+    assert 0.15 < s.sample_share < 0.5
+    assert "chars_per_token" not in s.ci95 and s.ci95["pretoken_ceiling"] > 0
+    for rate in ("pretoken_ceiling", "graphemes_per_token", "broken_grapheme_rate", "tokens_per_word"):
+        # the estimate lies within a few of its stated half-widths of the exact value
+        assert abs(getattr(s, rate) - getattr(e, rate)) <= 3 * s.ci95[rate] + 1e-9, rate
+    # per-script counts are scaled to add up to the exact totals
+    assert sum(m.tokens for m in sampled.scripts.values()) == pytest.approx(e.tokens)
+    assert sum(m.chars for m in sampled.scripts.values()) == pytest.approx(e.chars, abs=len(sampled.scripts))
+    assert sampled.scripts["Bengali"].ci95["chars_per_token"] is not None
+
+
+def test_sampled_blocks_are_systematic_and_carry_across_batches():
+    from fertility.analysis import _sampled_blocks
+    from fertility.sampling import BLOCK_CHARS
+
+    docs = ["x" * (BLOCK_CHARS // 2)] * 12  # two documents per block: blocks 0..5
+    state = [0, 0]
+    first = _sampled_blocks(docs[:5], state, 3)  # blocks 0, 1 and half of 2
+    rest = _sampled_blocks(docs[5:], state, 3)
+    assert [len(u) for u in first] == [2] and [len(u) for u in rest] == [2]  # blocks 0 and 3
+    assert state == [6, 0]

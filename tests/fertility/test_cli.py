@@ -118,7 +118,7 @@ def test_python_dash_m(tmp_path, sample_dir):
 
 def test_input_error_classes_share_one_base():
     from fertility import InputError, TextError, TokenizerLoadError
-    from fertility.parallel import ParallelError
+    from fertility.premium import ParallelError
 
     for cls in (TextError, TokenizerLoadError, ParallelError):
         assert issubclass(cls, InputError) and issubclass(cls, ValueError)
@@ -141,3 +141,91 @@ def test_a_bug_keeps_its_traceback(tmp_path, texts, capsys, monkeypatch):
     with pytest.raises(ValueError, match="a bug inside the analysis"):
         run(["--tokenizer", "gpt2", *texts, "--out", str(tmp_path / "rep")], capsys)
     assert not (tmp_path / "rep").exists()
+
+
+def test_out_naming_a_file_is_refused_before_any_work(tmp_path, texts, capsys, monkeypatch):
+    import fertility.cli
+
+    monkeypatch.setattr(fertility.cli, "analyze", lambda *a, **k: pytest.fail("analysis ran before --out was checked"))
+    out = tmp_path / "notes.txt"
+    out.write_text("the user's file")
+    code, _, err = run(["--tokenizer", "gpt2", *texts, "--out", str(out)], capsys)
+    assert code == 2 and "is not a folder" in err and "notes.txt" in err
+    assert out.read_text() == "the user's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing renamed, nothing staged
+
+
+def test_every_text_is_checked_before_any_work(tmp_path, sample_dir, capsys, monkeypatch):
+    import fertility.analysis
+
+    batches = []
+    real = fertility.analysis.prepare_batch
+    monkeypatch.setattr(fertility.analysis, "prepare_batch", lambda docs: batches.append(len(docs)) or real(docs))
+    args = ["--tokenizer", "gpt2", "--text", f"en={sample_dir / 'en' / 'wiki-en-chinapedia.txt.gz'}",
+            "--text", f"bn={tmp_path / 'second-missing.txt'}", "--out", str(tmp_path / "rep")]
+    code, _, err = run(args, capsys)
+    assert code == 2 and "second-missing.txt: no such file" in err
+    assert batches == []  # the first text was not analysed first
+
+
+def test_parallel_files_alone_are_text(tmp_path, sample_dir, parallel, capsys):
+    out = tmp_path / "rep"
+    code, _, err = run(["--tokenizer", "gpt2", *parallel, "--max-chars", "3000", "--out", str(out)], capsys)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert sorted(t["lang"] for t in report["texts"]) == ["bn", "en"]
+    tok = report["tokenizers"][0]
+    assert tok["languages"]["bn"]["chars"] > 0 and tok["parallel"]["bn"]["premium"] > 1
+
+
+def test_no_text_at_all_is_an_input_error(tmp_path, capsys):
+    code, _, err = run(["--tokenizer", "gpt2", "--out", str(tmp_path / "rep")], capsys)
+    assert code == 2 and "no text" in err
+
+
+def test_non_utf8_names_the_character_column_and_a_cli_way_out(tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("ভালো ক\n".encode() + "ভালো caf".encode() + b"\xe9\n")
+    out = tmp_path / "rep"
+    code, _, err = run(["--tokenizer", "gpt2", "--text", f"bn={bad}", "--out", str(out)], capsys)
+    # ভ া ল ো, a space, c a f: the bad byte is the 9th character (byte 17)
+    assert code == 2 and "latin1.txt:2:" in err and "at character 9" in err and "--skip-bad-utf8" in err
+    code, _, err = run(["--tokenizer", "gpt2", "--text", f"bn={bad}", "--skip-bad-utf8", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert json.loads((out / "report.json").read_text())["texts"][0]["bad_utf8"] == 1
+
+
+def fake_flores(root, sample_dir):
+    """A FLORES-200 shaped folder: the shipped bn/en parallel sample, and a third language (the English lines
+    upper-cased) under FLORES codes, in devtest/ and dev/."""
+    bn = gzip.decompress((sample_dir / "parallel" / "ben_Beng.txt.gz").read_bytes()).decode().splitlines()[:40]
+    en = gzip.decompress((sample_dir / "parallel" / "eng_Latn.txt.gz").read_bytes()).decode().splitlines()[:40]
+    for split in ("dev", "devtest"):
+        (root / split).mkdir(parents=True)
+        for code, lines in (("ben_Beng", bn), ("eng_Latn", en), ("xxx_Latn", [x.upper() for x in en])):
+            (root / split / f"{code}.{split}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_flores_folder_reports_every_language_against_english(tmp_path, sample_dir, capsys):
+    flores = fake_flores(tmp_path / "flores200_dataset", sample_dir)
+    out = tmp_path / "rep"
+    code, stdout, err = run(["--tokenizer", "gpt2", "--flores", str(flores), "--out", str(out)], capsys)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["reference"] == "eng_Latn"
+    par = report["tokenizers"][0]["parallel"]
+    assert sorted(par) == ["ben_Beng", "eng_Latn", "xxx_Latn"] and par["eng_Latn"]["premium"] == 1.0
+    assert par["ben_Beng"]["premium"] > 2 and par["xxx_Latn"]["premium"] > 1
+    assert sorted(report["tokenizers"][0]["languages"]) == ["ben_Beng", "eng_Latn", "xxx_Latn"]
+    assert "ben_Beng premium" in (out / "report.md").read_text()
+
+
+def test_flores_errors_come_before_any_work(tmp_path, sample_dir, capsys):
+    code, _, err = run(["--tokenizer", "gpt2", "--flores", str(tmp_path / "nope"), "--out", str(tmp_path / "r")],
+                       capsys)
+    assert code == 2 and "no devtest/*.devtest files" in err
+    flores = fake_flores(tmp_path / "f", sample_dir)
+    code, _, err = run(["--tokenizer", "gpt2", "--flores", str(flores), "--reference", "en",
+                        "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and "reference language 'en' is not among" in err and not (tmp_path / "r").exists()

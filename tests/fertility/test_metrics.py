@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import regex
 
-from fertility.adapters import Spans, Tokenizer
 from fertility.metrics import count_tokens, prepare_batch
 from fertility.scripts import SCRIPT_NAMES
+from fertility.tokenizers import Spans, Tokenizer
 
 KI = "কি"  # ক + vowel sign i: 2 chars, 1 cluster, 6 bytes
 KSSA = "ক্ষ"  # ক + hasanta + ষ: one conjunct cluster, 3 chars, 9 bytes

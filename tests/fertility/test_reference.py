@@ -1,8 +1,8 @@
 """The vectorised analysis against a plain per-document, per-token computation of every count, on real text.
 
-The reference takes tokens straight from the tokenizer libraries (one text at a time), clusters from ``regex``
-``\\X``, words from ``str.isspace`` and pieces from :meth:`Tokenizer.pretokenize`; only each character's script
-comes from ``fertility.scripts`` (tested on its own in test_scripts.py).
+The reference takes tokens straight from the tokenizer libraries (one text at a time), clusters from the
+sequential UAX #29 rules (``fertility.graphemes.clusters`` on one text), words from ``str.isspace`` and pieces
+from :meth:`Tokenizer.pretokenize`; only each character's script comes from ``fertility.scripts`` (tested on its own in test_scripts.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 import regex
 
-from fertility.adapters import HFTokenizer, _bytes_to_unicode
+from fertility import graphemes
 from fertility.metrics import COUNT_FIELDS, N_SCRIPTS, count_tokens, prepare_batch
 from fertility.scripts import scripted_batch
 from fertility.text import iter_documents
+from fertility.tokenizers import HFTokenizer
+from fertility.tokenizers.hf import _bytes_to_unicode
 
 FILES = ["bn/literature-bnarchive.txt.gz", "bn/poems-pd-banglakosh.txt.gz", "en/wiki-en-chinapedia.txt.gz"]
 _BYTE_OF = {c: b for b, c in _bytes_to_unicode().items()}
@@ -72,7 +74,7 @@ def reference_counts(tok, text: str, after: int | None, aligned: bool) -> tuple[
     byte_script = [s for c, s in zip(text, char_script, strict=True) for _ in c.encode()]
     to_byte = np.concatenate([[0], np.cumsum([len(c.encode()) for c in text])]).tolist()
     char_start = set(to_byte)
-    clusters = [m.start() for m in regex.finditer(r"\X", text)]
+    clusters = np.cumsum([0, *map(len, graphemes.clusters(text))])[:-1].tolist()
     cluster_start = {to_byte[c] for c in clusters} | {to_byte[-1]}  # the document's end closes its last cluster
     n = len(byte_script)
     after = byte_script[-1] if after is None else after

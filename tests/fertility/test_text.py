@@ -104,3 +104,59 @@ def test_missing_and_empty(tmp_path):
     empty.write_bytes(gzip.compress(b"\n\n"))
     with pytest.raises(TextError, match=r"empty\.txt\.gz: no documents"):
         list(iter_documents(str(empty)))
+
+
+def test_a_line_with_no_newline_is_read_in_bounded_pieces(tmp_path, monkeypatch):
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 4096)
+    words = [f"শব্দ{i}" if i % 3 else f"word{i}" for i in range(20_000)]
+    text = " ".join(words)  # about 200 kB, one line, no newline at the end
+    p = tmp_path / "one-line.txt"
+    p.write_bytes(text.encode())
+    docs = list(iter_documents(str(p)))
+    assert len(docs) > 20 and all(d.line == 1 for d in docs)
+    assert max(len(d.text.encode()) for d in docs) <= 2 * 4096
+    assert "".join(d.text for d in docs) == text  # every piece ends after a space: nothing lost, no word cut
+    assert all(d.text.endswith(" ") for d in docs[:-1])
+
+
+def test_a_long_line_without_whitespace_is_cut_between_characters(tmp_path, monkeypatch):
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 1000)
+    text = "অআইঈউ" * 3000
+    p = tmp_path / "no-space.txt.gz"
+    p.write_bytes(gzip.compress(text.encode() + b"\nnext line\n"))
+    docs = list(iter_documents(str(p)))
+    assert "".join(d.text for d in docs[:-1]) == text and docs[-1].text == "next line" and docs[-1].line == 2
+    assert max(len(d.text.encode()) for d in docs) <= 2000
+
+
+def test_non_utf8_column_in_a_later_piece_counts_characters(tmp_path, monkeypatch):
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 64)
+    p = tmp_path / "bad.txt"
+    p.write_bytes(("ক " * 100).encode() + b"\xff")
+    with pytest.raises(TextError, match=r"bad\.txt:1: not valid UTF-8 \(byte 0xff at character 201\)"):
+        list(iter_documents(str(p)))
+
+
+def test_a_jsonl_record_over_the_limit_is_refused_not_read(tmp_path, monkeypatch):
+    import fertility.text
+
+    monkeypatch.setattr(fertility.text, "PIECE_BYTES", 1024)
+    monkeypatch.setattr(fertility.text, "MAX_RECORD_BYTES", 8192)
+    p = tmp_path / "big.jsonl"
+    p.write_text('{"text": "ok"}\n{"text": "' + "x" * 20_000 + '"}\n')
+    with pytest.raises(TextError, match=r"big\.jsonl:2: a line longer than"):
+        list(iter_documents(str(p)))
+
+
+def test_a_5_mib_line_comes_as_pieces_of_at_most_2_mib(tmp_path):
+    """At the real piece size: the line is never held whole."""
+    p = tmp_path / "one-line.txt"
+    p.write_bytes(("শব্দ word " * 400_000).encode())  # 5.6 MB, no newline
+    sizes = [len(d.text.encode()) for d in iter_documents(str(p))]
+    assert len(sizes) >= 3 and max(sizes) <= 2 << 20 and sum(sizes) == p.stat().st_size

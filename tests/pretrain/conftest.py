@@ -14,9 +14,9 @@ import torch
 
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
-from fertility.adapters import load_tokenizer
 from fertility.fileio import file_sha256
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,6 +139,7 @@ def micro_config(data: Path, out: Path, *overrides: str):
 class Micro:
     """Helpers handed to tests (with --import-mode=importlib a test module cannot import conftest)."""
 
+    root = ROOT
     vocab = SYNTHETIC_VOCAB
     sha256 = SYNTHETIC_SHA
     overrides = MICRO_OVERRIDES
@@ -160,3 +161,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, shards) -> Path:
+    """A 3-step `tiny` run (2 layers, d=64, context 128) on the gpt2-tokenized sample shards, for the
+    evaluation, harness and model-card tests; tests that write into a run copy it first."""
+    from pretrain.cli import main
+
+    run = tmp_path_factory.mktemp("tiny_run") / "run"
+    code = main(["launch", "--config", "tiny", "--data", str(shards), "--out", str(run), "--max-steps", "3",
+                 "--set", "model.n_layer=2", "--set", "model.n_embd=64", "--global-batch-tokens", "512",
+                 "--micro-batch", "4", "--set", "data.eval_tokens=256", "--set", "train.preflight_steps=0",
+                 "--set", "train.tensorboard=false", "--set", "train.threads=1", "--no-supervisor", "--no-eval"])
+    assert code == 0
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory, tiny_run) -> Path:
+    """`pretrain export` of the tiny run's checkpoint (an HF folder)."""
+    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.export import export_checkpoint
+
+    return export_checkpoint(latest_checkpoint(tiny_run), tmp_path_factory.mktemp("tiny_export") / "hf")

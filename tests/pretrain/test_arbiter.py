@@ -10,8 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from fertility.adapters import load_tokenizer
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 from pretrain.arbiter import GradientFlowError, check_gradient_flow
 from pretrain.model import GPT, model_config
 

@@ -64,8 +64,9 @@ def test_a_file_without_sidecar_is_an_interrupted_write(tmp_path):
 
 def test_kill_during_checkpoint_leaves_previous_loadable(tmp_path):
     save_checkpoint(tmp_path, 1, state(1))
-    code = (f"import torch; from pretrain.checkpoint import save_checkpoint; "
-            f"save_checkpoint({str(tmp_path)!r}, 2, {{'w': torch.zeros(100000)}}, crash_midway=True)")
+    code = (f"import torch; from pretrain.checkpoint import save_checkpoint; from pretrain.faults import FaultPlan; "
+            f"hook = FaultPlan([('kill_during_checkpoint', 2)]).checkpoint_hook(2); "
+            f"save_checkpoint({str(tmp_path)!r}, 2, {{'w': torch.zeros(100000)}}, before_publish=hook)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True)
     assert proc.returncode == -9
     assert list(checkpoint_dir(tmp_path).glob(".*.tmp"))  # the half-written temp file is all that is left

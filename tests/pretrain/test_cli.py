@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from fertility.fileio import read_jsonl
 from pretrain.cli import main
-from pretrain.plots import read_jsonl
 
 
 def test_shards_of_another_tokenizer_are_refused_before_training(micro, shards, tmp_path, capsys):
@@ -54,3 +54,72 @@ def test_preflight_only_and_time_budget(micro, synthetic_shards, tmp_path):
     assert main(micro.args(synthetic_shards, run2, 0, "--time-budget-s", "3")) == 0
     steps = json.loads((run2 / "config.json").read_text())["train"]["max_steps"]
     assert steps > 0 and read_jsonl(run2 / "metrics.jsonl")[-1]["step"] <= steps
+
+
+def _copy_shards(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_a_replaced_tokenizer_file_fails_the_preflight(micro, sample_dir, tmp_path, capsys):
+    """Finding: the tokenizer file was overwritten by another of the same vocabulary size after the shards were
+    built, and the preflight said it matched (it printed the manifest's hash, not the file's)."""
+    import shutil
+
+    tok_dir = tmp_path / "tok"
+    shutil.copytree(micro.root / "data" / "tokenizers" / "gpt2", tok_dir)
+    data = micro.write_real(tmp_path / "shards", {"bn": [sample_dir / "bn" / "literature-bnarchive.txt.gz"]},
+                            train_chars=3000, val_chars=1000, tokenizer=str(tok_dir))
+    assert main(micro.args(data, tmp_path / "ok", 5, "--preflight-only")) == 0
+    report = json.loads((tmp_path / "ok" / "preflight.json").read_text())
+    assert report["data"]["tokenizer_check"].startswith("ok:")
+    merges = (tok_dir / "merges.txt").read_text().splitlines()
+    merges[1], merges[2] = merges[2], merges[1]  # another tokenizer, same vocabulary
+    (tok_dir / "merges.txt").write_text("\n".join(merges) + "\n")
+    capsys.readouterr()
+    assert main(micro.args(data, tmp_path / "replaced", 5, "--preflight-only")) == 2
+    err = capsys.readouterr().err
+    assert "it was replaced or is another tokenizer" in err
+    report = json.loads((tmp_path / "replaced" / "preflight.json").read_text())
+    assert not report["ok"] and report["data"]["tokenizer_check"].startswith("FAIL")
+
+
+def test_a_flipped_byte_in_a_shard_fails_the_preflight(micro, shards, tmp_path, capsys):
+    """Finding: `corpus inspect` failed a shard with one flipped byte, `pretrain launch --preflight-only` passed it."""
+    data = _copy_shards(shards, tmp_path / "shards")
+    shard = data / "train_000.bin"
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # a token id changes, still in range, header intact
+    shard.write_bytes(bytes(raw))
+    assert main(micro.args(data, tmp_path / "run", 5, "--preflight-only")) == 2
+    assert "train_000.bin: content hash differs from the manifest's" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_help_is_plain_text_with_defaults_and_the_supervisor_options(capsys):
+    import pytest
+
+    for argv in (["--help"], ["launch", "--help"], ["eval", "--help"], ["bench", "--help"], ["export", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert "``" not in out and ":func:" not in out, argv
+    with pytest.raises(SystemExit):
+        main(["launch", "--help"])
+    out = capsys.readouterr().out
+    assert "--sup-halt-policy {halt,rollback}" in out and "(supervisor default: 100)" in out
+    assert "--max-steps N" in out and "--time-budget-s SECONDS" in out
+
+
+def test_sup_options_reach_the_supervisor():
+    import argparse
+
+    from pretrain.cli import _launch_parser, _supervisor_args
+
+    parser = argparse.ArgumentParser()
+    _launch_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["launch", "--out", "r", "--sup-halt-policy", "rollback", "--sup-window=7",
+                              "--supervisor-args", "--poll-s 0.5"])
+    assert _supervisor_args(args) == ["--poll-s", "0.5", "--window", "7", "--halt-policy", "rollback"]

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from fertility.fileio import read_jsonl
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint
 from pretrain.cli import main
-from pretrain.plots import read_jsonl, trajectory
+from pretrain.plots import trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 8

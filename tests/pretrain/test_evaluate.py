@@ -12,13 +12,14 @@ from pretrain.cli import main
 from pretrain.data import open_dataset
 from pretrain.distributed import setup
 from pretrain.evaluate import language_metrics
-from pretrain.train import Trainer, build_model
+from pretrain.model import build_model
+from pretrain.train import Trainer
 
 
 def test_twin_is_the_model_the_run_started_from(micro, synthetic_shards, tmp_path):
     cfg = micro.config(synthetic_shards, tmp_path)
     trainer = Trainer(cfg, open_dataset(synthetic_shards), setup("cpu", "fp32"))
-    twin = build_model(cfg)
+    twin = build_model(cfg.model, cfg.train.seed)
     for (name, a), b in zip(trainer.model.state_dict().items(), twin.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
@@ -26,7 +27,7 @@ def test_twin_is_the_model_the_run_started_from(micro, synthetic_shards, tmp_pat
 def test_bits_follow_from_the_loss_and_the_manifest_counts(micro, synthetic_shards, tmp_path):
     cfg = micro.config(synthetic_shards, tmp_path)
     ds = open_dataset(synthetic_shards)
-    metrics = language_metrics(build_model(cfg), ds, 32, 0, 8, setup("cpu", "fp32"))
+    metrics = language_metrics(build_model(cfg.model, cfg.train.seed), ds, 32, 0, 8, setup("cpu", "fp32"))
     bn = metrics["bn"]
     shard = ds.manifest.split("val", language="bn")[0]
     assert bn.targets == (shard.tokens - 1) // 32 * 32  # every window of the shard

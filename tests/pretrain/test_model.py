@@ -103,6 +103,20 @@ def test_generate_is_greedy_and_deterministic():
     assert torch.equal(out, model.generate(prompt, 6))
 
 
+def test_sampling_keeps_to_the_top_k_and_is_reproducible():
+    torch.manual_seed(0)
+    model = GPT(small_config()).eval()
+    prompt = torch.randint(0, 256, (1, 5))
+
+    def draw(seed, **kw):
+        return model.generate(prompt, 8, temperature=0.8, generator=torch.Generator().manual_seed(seed), **kw)
+
+    assert torch.equal(draw(1, top_k=5), draw(1, top_k=5))
+    assert torch.equal(draw(1, top_k=1), model.generate(prompt, 8))  # top-1 sampling is greedy
+    seqs = {tuple(draw(s)[0, 5:].tolist()) for s in range(4)}
+    assert len(seqs) > 1  # sampling, not argmax
+
+
 def test_flops_per_token_is_6n_plus_attention():
     cfg = small_config()
     model = GPT(cfg)

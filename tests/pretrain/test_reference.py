@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from corpus.shards import Manifest, read_shard
-from fertility.adapters import load_tokenizer
 from fertility.text import iter_documents
+from fertility.tokenizers import load_tokenizer
 from pretrain import cli
 from pretrain import reference as ref
 from pretrain.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from fertility.fileio import read_jsonl
 from pretrain.cli import main
-from pretrain.plots import read_jsonl, trajectory
+from pretrain.plots import trajectory
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -22,18 +23,19 @@ def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synth
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     assert main(micro.args(synthetic_shards, reference, steps, *common)) == 0
 
-    # The `slow` fault only sleeps (steps 9-16), so the kill lands mid-run without changing any number.
+    # The `hang` fault stops the trainer before step 11 without changing any number, so the kill lands there
+    # whatever the machine's load (the deadline only turns a bug into a failure instead of a hang).
     proc = subprocess.Popen([sys.executable, "-m", "pretrain", *micro.args(synthetic_shards, killed, steps, *common,
-                                                                        "--inject-fault", "slow@9")],
+                                                                        "--inject-fault", "hang@11")],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
         done = read_jsonl(killed / "metrics.jsonl")
-        if done and done[-1]["step"] >= 10:
+        if done and done[-1]["step"] == 10:
             os.kill(proc.pid, signal.SIGKILL)
             break
         time.sleep(0.02)
-    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    assert proc.wait() == -signal.SIGKILL, "the run should have hung at step 11 and been killed there"
     before = read_jsonl(killed / "metrics.jsonl")
     assert before[-1]["step"] < steps
 

@@ -20,7 +20,7 @@ import torch
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
 from fertility.text import iter_documents
-from pretrain import cli
+from pretrain import cli, rundir
 from pretrain import supervisor as sup
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.supervisor import SupervisorConfig
@@ -148,27 +148,28 @@ def test_config_rejects_bad_policy():
 
 def test_command_round_trips_through_the_cli_parser(tmp_path):
     cfg = SupervisorConfig(window=7, spike_z=3.5, grad_norm_max=9.0, halt_policy="rollback", max_rollbacks=2)
-    argv = sup.command(tmp_path, 123, cfg)
+    argv = sup.command(tmp_path, 123, 4, cfg)
     assert argv[:3] == [sys.executable, "-m", "pretrain.supervisor"]
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--run")
     parser.add_argument("--trainer-pid", type=int)
+    parser.add_argument("--generation", type=int)
     sup.add_arguments(parser)
     args = parser.parse_args(argv[3:])
-    assert args.trainer_pid == 123
+    assert (args.trainer_pid, args.generation) == (123, 4)
     assert SupervisorConfig(**{k: getattr(args, k) for k in cfg.__dict__}) == cfg
 
 
 def _write_metrics(run: Path, records: list[dict]) -> None:
-    with open(run / sup.METRICS_NAME, "a") as f:
+    with open(run / rundir.METRICS, "a") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
 
 
 def _events(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / sup.LOG_NAME).read_text().splitlines()]
+    return [json.loads(line) for line in (run / rundir.SUPERVISOR_LOG).read_text().splitlines()]
 
 
 def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
@@ -178,15 +179,13 @@ def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
         records = healthy_run(40)
         records[30]["loss"] = float("nan")
         for r in records:
-            r["time"] = time.time()  # logged by this trainer process
+            r["gen"] = 1
         _write_metrics(tmp_path, records)
         cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05, "heartbeat_timeout_s": 60})
-        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, cfg))
-        deadline = time.monotonic() + 20
-        while not (tmp_path / sup.HALT_REQUEST_NAME).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        request = json.loads((tmp_path / sup.HALT_REQUEST_NAME).read_text())
-        assert request["reason"] == "nonfinite_loss" and request["step"] == 30
+        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 1, cfg))
+        wait_for_ack(tmp_path, proc, 1, 39)
+        request = json.loads((tmp_path / rundir.HALT_REQUEST).read_text())
+        assert request["reason"] == "nonfinite_loss" and request["step"] == 30 and request["gen"] == 1
         assert request["action"] == "halt" and request["skip_batches"] == [30, 30]
         assert proc.poll() is None  # it waits for the trainer to act
     finally:
@@ -196,33 +195,81 @@ def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
     assert [e["event"] for e in _events(tmp_path)] == ["start", "request", "trainer_exited"]
 
 
-def test_steps_of_an_earlier_trainer_process_are_history_not_news(tmp_path):
+def wait_for_ack(run: Path, proc: subprocess.Popen, gen: int, step: int) -> None:
+    """Wait until the supervisor process has judged ``step`` of ``gen`` (synchronised on its ack file; the
+    deadline only turns a bug into a failure instead of a hang)."""
+    deadline = time.monotonic() + 300
+    while not rundir.acked(run, gen, step):
+        assert proc.poll() is None, "the supervisor exited early"
+        assert time.monotonic() < deadline, f"the supervisor never judged step {step} of generation {gen}"
+        time.sleep(0.01)
+
+
+def test_steps_of_an_earlier_trainer_generation_are_history_not_news(tmp_path):
     """After a halt and --resume, the old NaN in metrics.jsonl must not halt the resumed trainer."""
-    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        started = sup.process_start_time(trainer.pid)
-        assert started is not None and abs(started - time.time()) < 60
         old = healthy_run(20)
         for r in old:
-            r["time"] = started - 100 + r["step"]
+            r["gen"] = 1
         old[12]["loss"] = None  # what halted the previous process
         _write_metrics(tmp_path, old)
         cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05})
-        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, cfg))
+        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 2, cfg))
+        wait_for_ack(tmp_path, proc, 1, 19)
+        assert not (tmp_path / rundir.HALT_REQUEST).exists()
         new = healthy_run(30)[13:]  # the resumed run restarts after its checkpoint at step 12
         for r in new:
-            r["time"] = time.time()
+            r["gen"] = 2
         new[10]["grad_norm"] = float("inf")  # step 23: a fault of the resumed process
         _write_metrics(tmp_path, new)
-        deadline = time.monotonic() + 20
-        while not (tmp_path / sup.HALT_REQUEST_NAME).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        request = json.loads((tmp_path / sup.HALT_REQUEST_NAME).read_text())
-        assert (request["reason"], request["step"]) == ("nonfinite_grad_norm", 23)
+        wait_for_ack(tmp_path, proc, 2, 29)
+        request = json.loads((tmp_path / rundir.HALT_REQUEST).read_text())
+        assert (request["reason"], request["step"], request["gen"]) == ("nonfinite_grad_norm", 23, 2)
     finally:
         trainer.kill()
         trainer.wait()
-    assert proc.wait(timeout=20) == 0
+    assert proc.wait(timeout=60) == 0
+
+
+def test_steps_logged_between_a_request_and_its_answer_are_not_judged_again(tmp_path):
+    """The race of 'one NaN, two rollbacks', forced step by step: the supervisor reads the NaN at step 6 and asks
+    for a rollback; the trainer logs step 7 (NaN too) before it answers; the supervisor reads step 7 only after
+    the trainer has rolled back and removed the request. Step 7 belongs to the old generation: no new request."""
+    cfg = SupervisorConfig(**{**CFG.__dict__, "halt_policy": "rollback"})
+    supervisor = sup.Supervisor(tmp_path, trainer_pid=0, cfg=cfg, generation=rundir.claim_generation(tmp_path))
+    run = healthy_run(8)
+    for r in run:
+        r["gen"] = 1
+    run[6]["loss"] = run[7]["loss"] = None
+    _write_metrics(tmp_path, run[:7])
+    assert supervisor.poll() is None
+    request = rundir.take_request(tmp_path, 1)
+    assert (request["step"], request["action"], request["gen"]) == (6, "rollback", 1)
+    _write_metrics(tmp_path, run[7:])  # logged before the trainer read the request
+    rundir.clear_request(tmp_path)  # the trainer rolls back to its checkpoint of step 4...
+    gen = rundir.claim_generation(tmp_path)  # ...and claims generation 2
+    supervisor.poll()
+    assert not (tmp_path / rundir.HALT_REQUEST).exists()
+    redo = healthy_run(12, seed=1)[5:]
+    for r in redo:
+        r["gen"] = gen
+    _write_metrics(tmp_path, redo)
+    supervisor.poll()
+    assert not (tmp_path / rundir.HALT_REQUEST).exists()
+    assert [e["event"] for e in _events(tmp_path)] == ["request"]
+    assert [r["step"] for r in supervisor.state.records] == list(range(12))  # the abandoned steps are gone
+    assert rundir.acked(tmp_path, gen, 11)
+
+
+def test_a_request_of_another_generation_is_void(tmp_path):
+    rundir.claim_generation(tmp_path)
+    rundir.write_request(tmp_path, {"gen": 1, "reason": "nonfinite_loss", "step": 9, "action": "rollback"})
+    gen = rundir.claim_generation(tmp_path)  # a --resume
+    assert rundir.take_request(tmp_path, gen) is None
+    assert not (tmp_path / rundir.HALT_REQUEST).exists()
+    void = [json.loads(line) for line in (tmp_path / rundir.VOID_REQUESTS).read_text().splitlines()]
+    assert [(v["trainer_gen"], v["request"]["step"]) for v in void] == [(2, 9)]
 
 
 def test_rollback_policy_gives_up_after_max_rollbacks(tmp_path):
@@ -230,14 +277,14 @@ def test_rollback_policy_gives_up_after_max_rollbacks(tmp_path):
                               "rollback_skip_before": 2})
     state = sup.SupervisorState()
     verdict = sup.Verdict("loss_spike", 40, {"z": 9.0}, 40)
-    assert sup.request_halt(tmp_path, verdict, state, cfg) == "rollback"
-    assert json.loads((tmp_path / sup.HALT_REQUEST_NAME).read_text())["skip_batches"] == [38, 40]
-    assert sup.request_halt(tmp_path, verdict, state, cfg) == "halt"
-    request = json.loads((tmp_path / sup.HALT_REQUEST_NAME).read_text())
+    assert sup.request_halt(tmp_path, verdict, state, cfg, 1) == "rollback"
+    assert json.loads((tmp_path / rundir.HALT_REQUEST).read_text())["skip_batches"] == [38, 40]
+    assert sup.request_halt(tmp_path, verdict, state, cfg, 2) == "halt"
+    request = json.loads((tmp_path / rundir.HALT_REQUEST).read_text())
     assert request["evidence"]["rollbacks_exhausted"] == 1
     # A slow trainer is never rolled back: replaying the data does not make it faster.
     slow = sup.Verdict("throughput_collapse", 50, {}, 48)
-    assert sup.request_halt(tmp_path, slow, sup.SupervisorState(), cfg) == "halt"
+    assert sup.request_halt(tmp_path, slow, sup.SupervisorState(), cfg, 1) == "halt"
 
 
 # ------------------------------------------------------------------------------------- faults in real runs
@@ -253,7 +300,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     sources = {"bn": sample_dir / "bn" / "literature-bnarchive.txt.gz",
                "en": sample_dir / "en" / "wiki-en-chinapedia.txt.gz"}
-    train, by_lang, infos = [], {}, []
+    train, by_lang, infos, train_docs = [], {}, [], 0
     for lang, path in sources.items():
         docs = [normalize(d.text) for d in iter_documents(str(path), max_chars=16000)]
         split = int(len(docs) * 0.8)
@@ -262,6 +309,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
             if name == "train":
                 train.append(ids)
                 by_lang[lang] = len(ids)
+                train_docs += len(part)
                 continue
             write_shard(out / f"val_{lang}.bin", ids, "uint16")
             infos.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=len(part),
@@ -269,7 +317,7 @@ def write_byte_shards(out: Path, sample_dir: Path) -> Path:
                                    chars=sum(map(len, part)), bytes=sum(len(d.encode()) for d in part)))
     tokens = np.concatenate(train)
     write_shard(out / "train_000.bin", tokens, "uint16")
-    infos.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(tokens), documents=0,
+    infos.insert(0, ShardInfo(file="train_000.bin", split="train", tokens=len(tokens), documents=train_docs,
                               tokens_by_language=by_lang))
     Manifest(tokenizer=TokenizerInfo(spec="utf-8 bytes", sha256=hashlib.sha256(b"utf-8 bytes").hexdigest(),
                                      vocab_size=256, bos_id=BYTE_BOS), dtype="uint16", shards=infos).save(out)
@@ -281,6 +329,8 @@ TRAIN_ARGS = [
     "--global-batch-tokens", "256", "--micro-batch", "4", "--set", "train.checkpoint_interval=4",
     "--set", "train.eval_interval=1000", "--set", "data.eval_tokens=256", "--set", "train.preflight_steps=0",
     "--set", "train.tensorboard=false", "--set", "train.threads=1", "--no-eval",
+    # Each step waits until the supervisor has judged it, so every verdict lands at the step it names.
+    "--set", "train.supervisor_lockstep=true",
 ]
 SUP_ARGS = ["--poll-s", "0.05", "--window", "30", "--min-history", "8", "--throughput-warmup", "3",
             "--throughput-patience", "3", "--heartbeat-timeout-s", "60", "--grace-s", "2"]
@@ -364,7 +414,7 @@ def test_supervisor_halts_a_faulty_run_at_a_step_boundary(fault_runs, fault, rea
     assert halt["reason"] == reason and halt["written_by"] == "trainer"
     assert halt["step"] == (15 if fault == "slow" else 12)  # the slow streak is judged on its second step
     assert halt["trainer_step"] >= halt["step"]
-    assert not (run.dir / sup.HALT_REQUEST_NAME).exists()  # consumed
+    assert not (run.dir / rundir.HALT_REQUEST).exists()  # consumed
     requests = [e for e in _events(run.dir) if e["event"] == "request"]
     assert len(requests) == 1 and requests[0]["action"] == "halt"
     # The last good checkpoint is named, intact, and from before the fault where the fault poisons weights.

@@ -7,13 +7,15 @@ import math
 
 import pytest
 
-from fertility.fileio import atomic_write_bytes
+from fertility.fileio import read_jsonl, write_json
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.config import OptimConfig
 from pretrain.data import open_dataset
 from pretrain.distributed import setup
-from pretrain.plots import read_jsonl, trajectory
-from pretrain.train import Trainer, batch_layout, lr_at, parse_faults
+from pretrain.faults import parse_faults
+from pretrain.plots import trajectory
+from pretrain.step import batch_layout, lr_at
+from pretrain.train import Trainer
 
 
 def make_trainer(micro, data, out, *overrides):
@@ -22,7 +24,7 @@ def make_trainer(micro, data, out, *overrides):
 
 
 def request(run, **req):
-    atomic_write_bytes(run / "halt_request.json", json.dumps(req).encode())
+    write_json(run / "halt_request.json", req)
 
 
 def test_cosine_and_wsd_schedules():
@@ -73,7 +75,8 @@ def test_halt_request_stops_at_step_boundary_keeping_last_good_checkpoint(micro,
 
     def on_step(rec):
         if rec["step"] == 6:
-            request(run, reason="loss_spike", evidence={"z": 9.0}, step=6, action="halt", skip_batches=[6, 6])
+            request(run, gen=rec["gen"], reason="loss_spike", evidence={"z": 9.0}, step=6, action="halt",
+                    skip_batches=[6, 6])
 
     assert trainer.fit(on_step=on_step) == 3
     halt = json.loads((run / "halt.json").read_text())
@@ -92,7 +95,8 @@ def test_rollback_reloads_and_skips_the_offending_batches(micro, synthetic_shard
     def on_step(rec):
         if rec["step"] == 6 and not sent:
             sent.append(rec)
-            request(run, reason="nonfinite_loss", evidence={}, step=6, action="rollback", skip_batches=[5, 6])
+            request(run, gen=rec["gen"], reason="nonfinite_loss", evidence={}, step=6, action="rollback",
+                    skip_batches=[5, 6])
 
     assert trainer.fit(on_step=on_step) == 0
     log = read_jsonl(run / "rollbacks.jsonl")
@@ -110,7 +114,8 @@ def test_rollback_beyond_the_limit_halts(micro, synthetic_shards, tmp_path):
 
     def on_step(rec):
         if rec["step"] == 3:
-            request(run, reason="loss_spike", evidence={}, step=3, action="rollback", skip_batches=[3, 3])
+            request(run, gen=rec["gen"], reason="loss_spike", evidence={}, step=3, action="rollback",
+                    skip_batches=[3, 3])
 
     assert trainer.fit(on_step=on_step) == 3
     assert "max_rollbacks" in json.loads((run / "halt.json").read_text())["evidence"]["rollback_refused"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from fertility.adapters import Tokenizer
 from fertility.text import Document, TextError, TextSource, iter_documents
+from fertility.tokenizers import Tokenizer
 
 ENCODE_BATCH = 1024
 
@@ -72,6 +73,23 @@ def read_parallel(sources: Mapping[str, str | TextSource], max_chars: int | None
                 f"(last line {lines_b[-1] if lines_b else 0}); expected the same lines in both"
             )
     return ParallelText({lang: [d.text for d in d_list[:keep]] for lang, d_list in docs.items()}, names)
+
+
+FLORES_SPLITS = ("devtest", "dev")
+FLORES_REFERENCE = "eng_Latn"
+
+
+def flores_sources(folder: str | Path, split: str = "devtest") -> dict[str, TextSource]:
+    """One parallel source per language of a local FLORES-200 folder (``SPLIT/LANG.SPLIT`` files, as the
+    published archive ``flores200_dataset`` lays them out), labelled with FLORES codes such as ``ben_Beng``."""
+    folder = Path(folder)
+    if split not in FLORES_SPLITS:
+        raise ParallelError(f"FLORES split {split!r}: expected one of {', '.join(FLORES_SPLITS)}")
+    files = sorted((folder / split).glob(f"*.{split}")) if (folder / split).is_dir() else []
+    if not files:
+        raise ParallelError(f"{folder}: no {split}/*.{split} files; expected a FLORES-200 folder "
+                            f"(flores200_dataset/{split}/eng_Latn.{split}, ...)")
+    return {f.name[: -len(split) - 1]: TextSource(f.name[: -len(split) - 1], str(f)) for f in files}
 
 
 def premium(tok: Tokenizer, text: ParallelText, reference: str) -> dict[str, ParallelMetrics]:

@@ -2,7 +2,7 @@ import gzip
 
 import pytest
 
-from fertility.adapters import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
+from fertility.tokenizers import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
 
 SENTENCE = "আমি বাংলায় গান গাই। I sing in Bengali."
 
@@ -34,7 +34,7 @@ def test_shipped_gpt2_byte_spans_tile_the_text(gpt2):
 def test_shipped_o200k_matches_tiktoken_and_published_hash(o200k, shipped_tokenizers):
     import tiktoken
 
-    from fertility.adapters import O200K_PATTERN, read_tiktoken_ranks
+    from fertility.tokenizers import O200K_PATTERN, read_tiktoken_ranks
 
     ranks = read_tiktoken_ranks(shipped_tokenizers / "o200k_base" / "o200k_base.tiktoken.gz")
     ref = tiktoken.Encoding("ref", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens={})
@@ -96,7 +96,7 @@ def test_each_kind_matches_its_own_library(shared_tok, shared_tokenizers, name, 
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
 
-        from fertility.adapters import CL100K_PATTERN, LLAMA3_PATTERN
+        from fertility.tokenizers import CL100K_PATTERN, LLAMA3_PATTERN
 
         pattern = CL100K_PATTERN if name == "cl100k_base" else LLAMA3_PATTERN
         ref = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
@@ -187,8 +187,9 @@ def test_split_regex_pretokenizer_equals_the_library(sample_dir):
 
     from tokenizers import Regex, pre_tokenizers
 
-    from fertility.adapters import QWEN_PATTERN, _pretokenizer_regex
     from fertility.text import iter_documents
+    from fertility.tokenizers import QWEN_PATTERN
+    from fertility.tokenizers.hf import _pretokenizer_regex
 
     library = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -250,3 +251,20 @@ def test_forked_child_encodes_with_its_own_threads(o200k):
 
 def _count_in_child(tok, text):
     return int(tok.encode_spans([text]).counts.sum())
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["bnlp-bn-spm", "gemma3", "llama2", "mistral-v1"])
+def test_sentencepiece_spans_from_lengths_equal_the_librarys_offsets(shared_tok, sample_dir, name):
+    import numpy as np
+
+    from fertility.text import iter_documents
+
+    tok = shared_tok(name)
+    docs = [d.text for p in ("bn/literature-bnarchive.txt.gz", "en/wiki-en-chinapedia.txt.gz")
+            for d in iter_documents(str(sample_dir / p), max_chars=20_000)]
+    # normalised away (NFKC ligature, full-width, doubled and leading spaces), UNK, byte fallback
+    docs += ["  two  spaces ", "ﬁne ＡＢＣ", "漢字 emoji 👍🏽", " lead", "\tx", "a\u00a0b", "x"]
+    fast, library = tok.encode_spans(docs), tok._library_spans(docs)
+    for field in ("ids", "starts", "ends", "counts"):
+        assert np.array_equal(getattr(fast, field), getattr(library, field)), field

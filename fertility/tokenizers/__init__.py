@@ -1,0 +1,35 @@
+"""One interface over every tokenizer format: HF ``tokenizer.json``, GPT-2 style ``vocab.json`` + ``merges.txt``,
+sentencepiece ``.model``, tiktoken ranks files and WordPiece ``vocab.txt``.
+
+``load_tokenizer`` takes a known name (resolved in a tokenizer directory), a path, or a :class:`Tokenizer`.
+Every adapter encodes batches without adding special tokens and treats special-token strings in the text as
+plain text, so token counts are those of the text alone. Token spans are UTF-8 byte offsets (see ``base``).
+
+Modules: ``base`` (the interface, shared array helpers), ``tiktoken``, ``hf``, ``sentencepiece`` (one per
+library), ``loading`` (names, paths, format detection).
+"""
+
+from fertility.tokenizers.base import Encoded, Spans, Tokenizer, TokenizerLoadError, worker_pool
+from fertility.tokenizers.hf import GPT2_PATTERN, QWEN_PATTERN, HFTokenizer
+from fertility.tokenizers.loading import (
+    KNOWN_TOKENIZERS,
+    SHIPPED_TOKENIZER_DIR,
+    TOKENIZER_DIR_ENV,
+    load_tokenizer,
+)
+from fertility.tokenizers.sentencepiece import SentencePieceTokenizer
+from fertility.tokenizers.tiktoken import (
+    CL100K_PATTERN,
+    LLAMA3_PATTERN,
+    O200K_PATTERN,
+    R50K_PATTERN,
+    TiktokenTokenizer,
+    read_tiktoken_ranks,
+)
+
+__all__ = [
+    "CL100K_PATTERN", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN_PATTERN",
+    "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "HFTokenizer", "SentencePieceTokenizer",
+    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "load_tokenizer", "read_tiktoken_ranks",
+    "worker_pool",
+]

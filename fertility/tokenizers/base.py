@@ -1,0 +1,218 @@
+"""The tokenizer interface every format implements, and the array helpers the formats share.
+
+Offsets: every adapter reports a token's span as **UTF-8 byte offsets** into ``text.encode("utf-8")``
+(``Encoded.offsets``, ``Spans.starts``/``ends``), not character offsets as HF ``Encoding.offsets``: a byte-level
+token may hold part of a character, which character offsets cannot express. ``pretokenize`` returns
+*character* spans (pieces never cut a character).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import os
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+import regex
+
+from fertility.errors import InputError
+
+_BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
+_EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
+_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+_WHITESPACE_PIECES = regex.compile(r"\S+")
+
+
+
+WORKERS = max(2, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2))
+
+
+@functools.cache
+def worker_pool() -> ThreadPoolExecutor:
+    """Threads for work that releases the GIL (tiktoken's BPE, ``regex`` with ``concurrent=True``), made once."""
+    return ThreadPoolExecutor(WORKERS, thread_name_prefix="fertility")
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own pool
+    os.register_at_fork(after_in_child=worker_pool.cache_clear)
+
+
+class TokenizerLoadError(InputError):
+    """A tokenizer that cannot be found or read; the message names the name or file and what was expected."""
+
+
+@dataclass
+class Encoded:
+    """One text's tokens: ids, UTF-8 byte spans in the input, and whether each token is UNK / a byte piece."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    unk: list[bool]
+    byte_fallback: list[bool]
+
+
+@dataclass
+class Spans:
+    """A batch's tokens flattened into arrays: the form the analyzer consumes without per-token Python.
+
+    ``starts``/``ends`` are UTF-8 byte offsets local to each text; ``counts[i]`` is text i's token count.
+    """
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray
+    unk: np.ndarray
+    byte_fallback: np.ndarray
+
+
+class Tokenizer(ABC):
+    """A loaded tokenizer. Subclasses set the attributes below and implement the abstract methods."""
+
+    name: str
+    kind: str  # "hf" | "sentencepiece" | "tiktoken" | "wordpiece"
+    path: str
+    vocab_size: int
+    fingerprint: str  # sha256 over the tokenizer file bytes (uncompressed), in the order of its files
+    bos_id: int | None
+    eos_id: int | None
+
+    def __init__(self) -> None:
+        self._unk_table = np.zeros(0, dtype=bool)
+        self._byte_table = np.zeros(0, dtype=bool)
+
+    @abstractmethod
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text (batched; no special tokens added)."""
+
+    @abstractmethod
+    def encode_spans(self, texts: Sequence[str]) -> Spans:
+        """The batch's tokens with byte spans, flattened (same ids as :meth:`encode_ids`)."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``."""
+
+    @abstractmethod
+    def pretokenize(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the pre-tokenizer's pieces (no token crosses a piece boundary)."""
+
+    @abstractmethod
+    def token_to_id(self, token: str) -> int | None:
+        """The id of ``token`` (in the vocabulary's own spelling), or None."""
+
+    @abstractmethod
+    def id_to_token(self, i: int) -> str | None:
+        """The vocabulary's spelling of id ``i``, or None."""
+
+    def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pieces of every text, flattened: (starts, ends, pieces per text), character offsets local to each."""
+        pieces = [self.pretokenize(t) for t in texts]
+        counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(pieces)), dtype=np.int64,
+                           count=2 * int(counts.sum())).reshape(-1, 2)
+        return flat[:, 0], flat[:, 1], counts
+
+    def encode_batch(self, texts: Sequence[str]) -> list[Encoded]:
+        """Each text's tokens with UTF-8 byte offsets and UNK / byte-fallback flags."""
+        spans = self.encode_spans(texts)
+        bounds = np.concatenate([[0], np.cumsum(spans.counts)])
+        out = []
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            out.append(Encoded(
+                ids=spans.ids[a:b].tolist(),
+                offsets=list(zip(spans.starts[a:b].tolist(), spans.ends[a:b].tolist(), strict=True)),
+                unk=spans.unk[a:b].tolist(),
+                byte_fallback=spans.byte_fallback[a:b].tolist(),
+            ))
+        return out
+
+    def _flags(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if ids.size and int(ids.max()) >= self._unk_table.size:
+            size = int(ids.max()) + 1
+            self._unk_table = np.pad(self._unk_table, (0, size - self._unk_table.size))
+            self._byte_table = np.pad(self._byte_table, (0, size - self._byte_table.size))
+        return self._unk_table[ids], self._byte_table[ids]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
+def _flatten(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+    return flat, counts
+
+
+def _tile(lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local (start, end) of tokens laid end to end within each text, from their byte lengths."""
+    ends = np.cumsum(lengths)
+    first = np.cumsum(counts) - counts
+    base = np.zeros(counts.size, dtype=np.int64)
+    nonempty = counts > 0
+    base[nonempty] = ends[first[nonempty]] - lengths[first[nonempty]]
+    ends = ends - np.repeat(base, counts)
+    return ends - lengths, ends
+
+
+def _char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Convert local character offsets (n, 2) of each text's tokens to local UTF-8 byte offsets."""
+    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    char_bytes = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+    c2b = np.concatenate([[0], np.cumsum(char_bytes, dtype=np.int64)])
+    char_start = np.concatenate([[0], np.cumsum([len(t) for t in texts], dtype=np.int64)])[:-1]
+    doc_char = np.repeat(char_start, counts)
+    doc_byte = c2b[doc_char]
+    starts = c2b[offsets[:, 0] + doc_char] - doc_byte
+    ends = c2b[offsets[:, 1] + doc_char] - doc_byte
+    return starts, ends
+
+
+def _first_id(names: Sequence[str], lookup) -> int | None:
+    for name in names:
+        i = lookup(name)
+        if i is not None:
+            return i
+    return None
+
+
+def _sha256_files(paths: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(_read_maybe_gzip(p))
+    return h.hexdigest()
+
+
+def _read_maybe_gzip(path: Path) -> bytes:
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(data)
+        except (EOFError, OSError) as e:
+            raise TokenizerLoadError(f"{path}: truncated or corrupt gzip ({e})") from None
+    return data
+
+
+
+def _regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
+    """(starts, ends, counts) of ``pattern``'s matches when they tile every text, else None.
+
+    Byte-level BPE patterns match every character, so the matches' lengths are all that is needed, and
+    ``findall`` is the cheapest way to get them.
+    """
+    pieces = [pattern.findall(t, concurrent=True) for t in texts]  # lets encoding run alongside (count_tokens)
+    counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
+    per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
+    if not np.array_equal(per_text, [len(t) for t in texts]):
+        return None
+    starts, ends = _tile(lengths, counts)
+    return starts, ends, counts

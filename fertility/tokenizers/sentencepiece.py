@@ -1,0 +1,135 @@
+"""sentencepiece models (any file name): byte spans from the pieces' lengths, checked against the text, else
+from the library's own byte offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from fertility.tokenizers.base import (
+    _WHITESPACE_PIECES,
+    Spans,
+    Tokenizer,
+    TokenizerLoadError,
+    _flatten,
+    _sha256_files,
+)
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A sentencepiece model (BPE or unigram), any file name."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, path: Path, name: str) -> None:
+        import sentencepiece as spm
+
+        super().__init__()
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(path.read_bytes())
+        except (RuntimeError, OSError) as e:
+            raise TokenizerLoadError(f"{path}: not a sentencepiece model ({e})") from None
+        self.name, self.path = name, str(path)
+        self.fingerprint = _sha256_files([path])
+        self.vocab_size = self._sp.get_piece_size()
+        sp = self._sp
+        self._unk_table = np.array([sp.is_unknown(i) for i in range(self.vocab_size)], dtype=bool)
+        self._byte_table = np.array([sp.is_byte(i) for i in range(self.vocab_size)], dtype=bool)
+        # each piece's length in the text, in UTF-8 bytes: "▁" stands for one space, a byte piece for one byte
+        pieces = [sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self._piece_bytes = np.array([1 if self._byte_table[i] else len(p.replace("\u2581", " ").encode("utf-8"))
+                                      for i, p in enumerate(pieces)], dtype=np.int64)
+        self._starts_with_space = np.array([p.startswith("\u2581") for p in pieces], dtype=np.int64)
+        self.bos_id = sp.bos_id() if sp.bos_id() >= 0 else None
+        self.eos_id = sp.eos_id() if sp.eos_id() >= 0 else None
+
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._sp.encode(list(texts), add_bos=False, add_eos=False)
+
+    def encode_spans(self, texts: Sequence[str]) -> Spans:
+        """Spans from each piece's byte length (``▁`` is one space byte, a byte piece one byte), laid end to
+        end: exact whenever they add up to the text's bytes (plus the dummy-prefix space), i.e. when the
+        normaliser changed no length and no piece is UNK. The other texts take the library's offsets
+        (its protobuf output costs several times the encoding, so it is the exception, not the rule)."""
+        texts = list(texts)
+        ids_lists = self._sp.encode(texts, add_bos=False, add_eos=False)
+        ids, counts = _flatten(ids_lists)
+        lengths = self._piece_bytes[ids]
+        ends = np.cumsum(lengths)
+        first = np.cumsum(counts) - counts
+        base = np.zeros(counts.size, dtype=np.int64)
+        nonempty = counts > 0
+        base[nonempty] = ends[first[nonempty]] - lengths[first[nonempty]]
+        prefix = np.zeros(counts.size, dtype=np.int64)
+        prefix[nonempty] = self._starts_with_space[ids[first[nonempty]]]
+        text_bytes = np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
+        # a leading space may be the text's or the dummy prefix's (and a normaliser may drop it): ask the library
+        lead_space = np.fromiter((t[:1].isspace() for t in texts), dtype=bool, count=len(texts))
+        totals = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
+        unk = self._unk_table[ids] if ids.size else np.zeros(0, dtype=bool)
+        has_unk = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=unk, minlength=len(texts)) > 0
+        bad = np.flatnonzero((totals != text_bytes + prefix) | has_unk | lead_space)
+        shift = np.repeat(base + prefix, counts)
+        ends = (ends - shift).clip(0)
+        starts = (ends - lengths).clip(0)
+        if bad.size:
+            exact = self._library_spans([texts[i] for i in bad.tolist()])
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            xb = np.concatenate([[0], np.cumsum(exact.counts)])
+            for k, i in enumerate(bad.tolist()):
+                starts[bounds[i]:bounds[i + 1]] = exact.starts[xb[k]:xb[k + 1]]
+                ends[bounds[i]:bounds[i + 1]] = exact.ends[xb[k]:xb[k + 1]]
+        unk, byte = self._flags(ids)
+        return Spans(ids, starts, ends, counts, unk, byte)
+
+    def _library_spans(self, texts: list[str]) -> Spans:
+        protos = self._sp.encode(texts, add_bos=False, add_eos=False, return_type="proto")
+        triples = [[(p.id, p.begin, p.end) for p in proto.pieces] for proto in protos]
+        counts = np.fromiter(map(len, triples), dtype=np.int64, count=len(triples))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(triples)), dtype=np.int64,
+                           count=3 * int(counts.sum())).reshape(-1, 3)
+        ids = flat[:, 0].copy()
+        unk, byte = self._flags(ids)
+        starts, ends = _spread_byte_runs(flat[:, 1].copy(), flat[:, 2].copy(), byte, counts)
+        return Spans(ids, starts, ends, counts, unk, byte)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._sp.decode(list(ids))
+
+    def pretokenize(self, text: str) -> list[tuple[int, int]]:
+        # sentencepiece has no regex pre-tokenizer; by default no piece crosses whitespace.
+        return [m.span() for m in _WHITESPACE_PIECES.finditer(text)]
+
+    def token_to_id(self, token: str) -> int | None:
+        i = self._sp.piece_to_id(token)
+        return i if self._sp.id_to_piece(i) == token else None
+
+    def id_to_token(self, i: int) -> str | None:
+        return self._sp.id_to_piece(i) if 0 <= i < self.vocab_size else None
+
+
+def _spread_byte_runs(starts: np.ndarray, ends: np.ndarray, byte: np.ndarray, counts: np.ndarray):
+    """Give each byte-fallback piece its own byte.
+
+    sentencepiece reports a run of k byte pieces as k-1 empty spans and one span over all k bytes; each piece
+    in fact stands for one byte, which is what the broken-grapheme count needs to see.
+    """
+    if not byte.any():
+        return starts, ends
+    text_start = np.zeros(byte.size, dtype=bool)
+    text_start[(np.cumsum(counts) - counts)[counts > 0]] = True
+    previous = np.concatenate([[False], byte[:-1]])
+    run_start = byte & (~previous | text_start)
+    idx = np.flatnonzero(byte)
+    run_of = np.cumsum(run_start)[idx] - 1
+    first = np.flatnonzero(run_start)
+    length = np.bincount(run_of)
+    run_end = ends[first + length - 1]
+    starts, ends = starts.copy(), ends.copy()
+    starts[idx] = run_end[run_of] - length[run_of] + (idx - first[run_of])
+    ends[idx] = starts[idx] + 1
+    return starts, ends

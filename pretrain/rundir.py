@@ -1,0 +1,109 @@
+"""The run directory: the files the trainer and the supervisor exchange, their names, and how each is
+written and read. Both sides import this module and nothing of each other.
+
+Generations make the protocol race-free by design. The trainer claims a new generation when a process
+starts (fresh or ``--resume``) and again after each rollback; every metrics record, heartbeat and halt
+request carries it. The supervisor judges only records of the newest generation and asks at most once per
+generation; the trainer obeys only a request of its own current generation. So the steps a trainer logs
+between a request and its answer (stale records of the old generation) are never judged again, and a
+request left behind by an ended run is void for the next one.
+
+Files in ``RUN/``:
+
+* ``generation.json`` ``{"generation"}``: the trainer's current generation (written atomically);
+* ``metrics.jsonl``: one record per step ``{"gen", "step", "loss", ...}`` (see `pretrain.train`);
+* ``heartbeat.json`` ``{"gen", "step", "time", "pid"}``: rewritten atomically every step;
+* ``halt_request.json`` ``{"gen", "reason", "evidence", "step", "action", "skip_batches"}``: by the supervisor;
+* ``halt.json``: the outcome of a halt; ``rollbacks.jsonl``: one line per rollback done; ``void_requests.jsonl``:
+  requests the trainer discarded as stale;
+* ``supervisor.jsonl``: every decision of the supervisor; ``supervisor_ack.json`` ``{"gen", "step"}``: the
+  last step it judged (what a trainer in lockstep waits for);
+* ``config.json``, ``val.jsonl``, ``checkpoints/``, ``eval.json``: the run's own outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from fertility.fileio import append_jsonl, write_json
+
+CONFIG = "config.json"
+GENERATION = "generation.json"
+METRICS = "metrics.jsonl"
+HEARTBEAT = "heartbeat.json"
+HALT_REQUEST = "halt_request.json"
+HALT = "halt.json"
+ROLLBACKS = "rollbacks.jsonl"
+VOID_REQUESTS = "void_requests.jsonl"
+SUPERVISOR_LOG = "supervisor.jsonl"
+SUPERVISOR_ACK = "supervisor_ack.json"
+VALIDATION = "val.jsonl"
+
+
+def read_small_json(path: Path) -> Any:
+    """A small JSON file the other process rewrites atomically; None if absent (or not JSON)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def current_generation(run_dir: Path) -> int:
+    """The newest generation claimed in ``run_dir`` (0 before any trainer ran)."""
+    saved = read_small_json(Path(run_dir) / GENERATION)
+    return int(saved["generation"]) if isinstance(saved, dict) and "generation" in saved else 0
+
+
+def claim_generation(run_dir: Path) -> int:
+    """A new generation for a trainer process that starts or rolls back; recorded before it logs anything."""
+    gen = current_generation(run_dir) + 1
+    write_json(Path(run_dir) / GENERATION, {"generation": gen})
+    return gen
+
+
+def append(run_dir: Path, name: str, record: dict[str, Any]) -> None:
+    """Append one record to a JSONL file of the run (flushed to disk)."""
+    append_jsonl(Path(run_dir) / name, record)
+
+
+def write_heartbeat(run_dir: Path, gen: int, step: int, pid: int) -> None:
+    write_json(Path(run_dir) / HEARTBEAT, {"gen": gen, "step": step, "time": time.time(), "pid": pid})
+
+
+def write_request(run_dir: Path, request: dict[str, Any]) -> None:
+    """The supervisor's halt or rollback request; ``request["gen"]`` names the generation it judged."""
+    if "gen" not in request:
+        raise ValueError("a halt request must name the generation it judged")
+    write_json(Path(run_dir) / HALT_REQUEST, request)
+
+
+def take_request(run_dir: Path, gen: int) -> dict[str, Any] | None:
+    """The pending request for generation ``gen``, or None. A request of another generation is void: it is
+    removed and recorded in ``void_requests.jsonl`` so that it can never act on this trainer."""
+    path = Path(run_dir) / HALT_REQUEST
+    request = read_small_json(path)
+    if request is None:
+        return None
+    if request.get("gen") != gen:
+        append(run_dir, VOID_REQUESTS, {"time": time.time(), "trainer_gen": gen, "request": request})
+        path.unlink(missing_ok=True)
+        return None
+    return request
+
+
+def clear_request(run_dir: Path) -> None:
+    """Remove the request once it has been acted on."""
+    (Path(run_dir) / HALT_REQUEST).unlink(missing_ok=True)
+
+
+def write_ack(run_dir: Path, gen: int, step: int) -> None:
+    write_json(Path(run_dir) / SUPERVISOR_ACK, {"gen": gen, "step": step})
+
+
+def acked(run_dir: Path, gen: int, step: int) -> bool:
+    """Whether the supervisor has judged step ``step`` of generation ``gen`` (or anything later)."""
+    ack = read_small_json(Path(run_dir) / SUPERVISOR_ACK)
+    return isinstance(ack, dict) and (ack.get("gen", 0), ack.get("step", -1)) >= (gen, step)

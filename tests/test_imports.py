@@ -1,0 +1,76 @@
+"""The project's import graph: data flows one way between the packages, and no module imports itself back
+through others (imports inside functions count: a lazy import still ties two modules together)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fertility", "tokenizers_train", "corpus", "pretrain")
+# What each package may import besides itself (pretrain -> corpus -> fertility, tokenizers_train -> corpus, fertility).
+ALLOWED = {"fertility": set(), "corpus": {"fertility"}, "tokenizers_train": {"corpus", "fertility"},
+           "pretrain": {"corpus", "fertility"}}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from a import b`` counts ``a.b`` where that is a module)."""
+    modules = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.add(node.module)
+                targets.update(f"{node.module}.{a.name}" for a in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    # A package's __init__ re-exports; importing "fertility" is importing its __init__.
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_among_the_project_modules():
+    graph = import_graph()
+    assert len(graph) > 40
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_packages_import_only_downwards():
+    wrong = [(m, t) for m, targets in import_graph().items() for t in targets
+             if t.split(".")[0] != m.split(".")[0] and t.split(".")[0] not in ALLOWED[m.split(".")[0]]]
+    assert wrong == []
