@@ -13,7 +13,7 @@ from corpus.dedup import DedupConfig, bands, exact_duplicates, exact_key, near_d
 from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig, ingest
 from corpus.sources import parse_source
-from fertility.adapters import load_tokenizer
+from fertility.tokenizers import load_tokenizer
 
 
 def key(text):
