@@ -1,9 +1,10 @@
-"""Build token shards: ingest, hold out validation documents, plan the mixture, select, shuffle, pack, write.
+"""Build token shards: prepare (ingest, validation hold-out, plan), select, shuffle, pack, write.
 
-Everything after ingest is a deterministic function of the committed work units and the seed, so the
-shard layout is recomputed identically on every run. Shards are written atomically and recorded in
-``pack.json`` as they finish; a rerun of the same command skips them, and the result is byte-identical to an
-uninterrupted build. The manifest is written last, so a shard directory with a manifest is complete.
+Everything after the ingest is a deterministic function of the kept documents (in canonical order) and the
+seed, so the shard layout is recomputed identically on every run, with any executor and number of tasks.
+Shards are written atomically and recorded in ``.pack.json`` as they finish; a rerun of the same command
+skips them, and the result is byte-identical to an uninterrupted build. The manifest is written last, so a
+shard directory with a manifest is complete.
 """
 
 from __future__ import annotations
@@ -13,17 +14,32 @@ import json
 import multiprocessing as mp
 import shutil
 import tempfile
-import zlib
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from corpus.ingest import IngestConfig, SourceIngest, Unit, ingest, load_unit_meta, source_name
-from corpus.plan import Plan, SourceSupply, check_languages, plan_mixture
-from corpus.report import write_report
+from corpus.executors import ExecutorConfig
+from corpus.faults import checkpoint
+from corpus.measure import Totals
+from corpus.plan import Plan
+from corpus.prepare import (
+    BuildConfig,
+    BuildError,
+    DocTable,
+    Prepared,
+    measure_rows,
+    prepare,
+    rng,
+    tokenizer_info,
+    train_mask,
+)
+from corpus.progress import BuildStatus, StageStatus
+from corpus.report import ReportInput, write_report
 from corpus.shards import (
     MANIFEST_NAME,
     Manifest,
@@ -35,46 +51,19 @@ from corpus.shards import (
     encode_shard,
     read_header,
 )
-from fertility.text import TextSource, parse_text_arg
-from fertility.tokenizers import Tokenizer, load_tokenizer
+from fertility.fileio import write_json
+from fertility.text import TextSource
+from fertility.tokenizers import load_tokenizer
 
 WORK_DIR = ".work"
-PACK_PROGRESS = "pack.json"
+PACK_PROGRESS = ".pack.json"
+POOL_TOKENS = 20_000_000
+__all__ = ["BuildConfig", "BuildError", "build", "plan_only"]
 
 
-class BuildError(RuntimeError):
-    """A build that cannot go ahead; the message says why and what to do."""
-
-
-@dataclass
-class BuildConfig:
-    """The arguments that decide the shards' content (recorded in the manifest as ``arguments``)."""
-
-    sources: list[str]  # "LANG=SPEC", as fertility.text.parse_text_arg reads them
-    tokens: int
-    mix: dict[str, float] | None = None
-    temperature: float | None = None
-    max_epochs: float = 4.0
-    seed: int = 0
-    val_tokens: int = 100_000  # per language, taken out before the mixture is planned
-    val_max_share: float = 0.1  # never hold out more than this share of a language's tokens
-    shard_tokens: int = 100_000_000
-    ingest: IngestConfig = field(default_factory=lambda: IngestConfig(tokenizer="gpt2"))
-
-
-@dataclass
-class DocTable:
-    """Every kept document of the ingest, one row each, in corpus order."""
-
-    source: np.ndarray  # source index
-    unit: np.ndarray  # index into ``units``
-    row: np.ndarray  # document's row within its unit
-    start: np.ndarray  # offset of its first token in the unit's token file
-    tokens: np.ndarray  # token count including the BOS
-    chars: np.ndarray
-    bytes: np.ndarray
-    compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
-    units: list[Unit]
+def arguments(config: BuildConfig) -> dict:
+    """The build's arguments as plain JSON (what a rerun is compared against)."""
+    return json.loads(json.dumps(asdict(config)))
 
 
 @dataclass
@@ -85,79 +74,6 @@ class ShardJob:
     docs: np.ndarray  # rows of the DocTable, in shard order
 
 
-def parse_sources(args: list[str]) -> list[TextSource]:
-    """``["bn=PATH", ...]`` -> sources, in order; at least one."""
-    if not args:
-        raise BuildError("give at least one --source LANG=SPEC")
-    return [parse_text_arg(a) for a in args]
-
-
-def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
-    """The manifest's tokenizer record; ``spec`` becomes the absolute path of the file that was loaded."""
-    if tok.bos_id is None:
-        raise BuildError(f"tokenizer {spec!r} has no BOS (or end-of-text) token; every document in a shard "
-                         f"must start with one. Train or choose a tokenizer that defines it")
-    path = Path(tok.path).resolve()
-    return TokenizerInfo(spec=str(path) if path.exists() else spec, sha256=tok.fingerprint,
-                         vocab_size=tok.vocab_size, bos_id=tok.bos_id, eos_id=tok.eos_id)
-
-
-def arguments(config: BuildConfig) -> dict:
-    """The build's arguments as plain JSON (what a rerun is compared against)."""
-    return json.loads(json.dumps(asdict(config)))
-
-
-def doc_table(work_dir: Path, states: list[SourceIngest], n_compare: int) -> DocTable:
-    """Read the metadata of every committed unit into one table."""
-    cols: dict[str, list[np.ndarray]] = {
-        k: [] for k in ("source", "unit", "row", "start", "tokens", "chars", "bytes", "compare")}
-    units: list[Unit] = []
-    for state in states:
-        for unit in state.units:
-            meta = load_unit_meta(work_dir, unit)
-            n = len(meta["chars"])
-            cols["source"].append(np.full(n, unit.source, dtype=np.int32))
-            cols["unit"].append(np.full(n, len(units), dtype=np.int32))
-            cols["row"].append(np.arange(n, dtype=np.int32))
-            cols["start"].append(meta["offsets"][:-1])
-            cols["tokens"].append(np.diff(meta["offsets"]) + 1)
-            cols["chars"].append(meta["chars"])
-            cols["bytes"].append(meta["bytes"])
-            cols["compare"].append(meta["compare"].reshape(n, n_compare))
-            units.append(unit)
-    empty = {"compare": np.zeros((0, n_compare), dtype=np.int64)}
-    arrays = {k: (np.concatenate(v) if v else empty.get(k, np.zeros(0, dtype=np.int64))) for k, v in cols.items()}
-    return DocTable(units=units, **arrays)
-
-
-def _rng(seed: int, *keys: int) -> np.random.Generator:
-    return np.random.default_rng([seed, *keys])
-
-
-def _lang_key(language: str) -> int:
-    return zlib.crc32(language.encode())
-
-
-def hold_out_validation(table: DocTable, states: list[SourceIngest], config: BuildConfig) -> dict[str, np.ndarray]:
-    """Per language, the documents held out for validation: a seeded random draw of whole documents."""
-    val: dict[str, np.ndarray] = {}
-    for language in sorted({s.language for s in states}):
-        sources = [i for i, s in enumerate(states) if s.language == language]
-        docs = np.flatnonzero(np.isin(table.source, sources))
-        budget = min(config.val_tokens, int(config.val_max_share * table.tokens[docs].sum()))
-        order = docs[_rng(config.seed, 1, _lang_key(language)).permutation(len(docs))]
-        # Documents in random order, each taken if it still fits: one long document cannot empty the split.
-        taken, total = [], 0
-        for row, n in zip(order.tolist(), table.tokens[order].tolist(), strict=True):
-            if total + n <= budget:
-                taken.append(row)
-                total += n
-            if total >= budget * 0.99:
-                break
-        val[language] = np.array(taken, dtype=np.int64)
-    return val
-
-
 def select_training(table: DocTable, plan: Plan, train_mask: np.ndarray, seed: int) -> np.ndarray:
     """Rows of the training documents, repeated per the plan's epochs, then shuffled together."""
     picked = []
@@ -165,7 +81,7 @@ def select_training(table: DocTable, plan: Plan, train_mask: np.ndarray, seed: i
         docs = np.flatnonzero((table.source == index) & train_mask)
         target, total, epoch = source.target_tokens, 0, 0
         while docs.size and total < target:
-            order = docs[_rng(seed, 2, index, epoch).permutation(len(docs))]
+            order = docs[rng(seed, 2, index, epoch).permutation(len(docs))]
             cum = total + np.cumsum(table.tokens[order])
             # Take documents while that brings the total nearer the target (overshoot at most half a document).
             take = int(np.searchsorted(cum - table.tokens[order] / 2, target, side="right"))
@@ -175,7 +91,7 @@ def select_training(table: DocTable, plan: Plan, train_mask: np.ndarray, seed: i
                 break
             epoch += 1
     rows = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
-    return rows[_rng(seed, 3).permutation(len(rows))]
+    return rows[rng(seed, 3).permutation(len(rows))]
 
 
 def pack(rows: np.ndarray, tokens: np.ndarray, shard_tokens: int) -> list[np.ndarray]:
@@ -210,26 +126,33 @@ def shard_jobs(train_rows: np.ndarray, val: dict[str, np.ndarray], table: DocTab
     return jobs
 
 
-@lru_cache(maxsize=256)
-def _unit_token_map(work_dir: str, stem: str) -> np.ndarray:
-    return np.load(Path(work_dir) / "units" / f"{stem}.tokens.npy", mmap_mode="r", allow_pickle=False)
+@lru_cache(maxsize=8)
+def _token_file(work_url: str, name: str) -> np.ndarray:
+    """A task's token file: memory-mapped when the work folder is local, else read whole through fsspec."""
+    if "://" not in work_url:
+        path = Path(work_url) / name
+        return np.memmap(path, dtype="<u4", mode="r") if path.stat().st_size else np.zeros(0, dtype="<u4")
+    import fsspec
+
+    with fsspec.open(f"{work_url}/{name}", "rb") as f:
+        return np.frombuffer(f.read(), dtype="<u4")
 
 
-def _shard_bytes(work_dir: str, stems: list[str], units: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+def _shard_bytes(work_url: str, names: list[str], files: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                  bos: int, dtype: str) -> bytes:
-    """A shard's bytes: each document's BOS then its tokens, read from the memory-mapped units."""
+    """A shard's bytes: each document's BOS then its tokens, read from the tasks' token files."""
     tokens = np.empty(int(lengths.sum()), dtype=np.uint32)
     at = 0
-    for u, start, n in zip(units.tolist(), starts.tolist(), lengths.tolist(), strict=True):
+    for u, start, n in zip(files.tolist(), starts.tolist(), lengths.tolist(), strict=True):
         tokens[at] = bos
-        tokens[at + 1:at + n] = _unit_token_map(work_dir, stems[u])[start:start + n - 1]
+        tokens[at + 1:at + n] = _token_file(work_url, names[u])[start:start + n - 1]
         at += n
     return encode_shard(tokens, dtype)
 
 
-def _write_job(out_dir: str, work_dir: str, stems: list[str], file: str, units: np.ndarray, starts: np.ndarray,
+def _write_job(out_dir: str, work_url: str, names: list[str], file: str, files: np.ndarray, starts: np.ndarray,
                lengths: np.ndarray, bos: int, dtype: str) -> tuple[str, str]:
-    data = _shard_bytes(work_dir, stems, units, starts, lengths, bos, dtype)
+    data = _shard_bytes(work_url, names, files, starts, lengths, bos, dtype)
     atomic_write_bytes(Path(out_dir) / file, data)
     return file, hashlib.sha256(data).hexdigest()
 
@@ -238,15 +161,18 @@ def _layout_hash(jobs: list[ShardJob], table: DocTable) -> str:
     h = hashlib.sha256()
     for job in jobs:
         h.update(job.file.encode())
-        h.update(table.unit[job.docs].tobytes())
-        h.update(table.row[job.docs].tobytes())
+        h.update(table.uid[job.docs].tobytes())
     return h.hexdigest()
 
 
-def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_dir: Path, tok: TokenizerInfo,
-                 dtype: str, *, workers: int = 1, progress: bool = True) -> dict[str, str]:
-    """Write every shard not already recorded in ``pack.json``; returns ``{file: sha256}`` for all of them."""
-    progress_path = work_dir / PACK_PROGRESS
+def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url: str, tok: TokenizerInfo,
+                 dtype: str, *, workers: int = 1, progress: bool = True,
+                 on_shard: Callable[[int, int], None] | None = None) -> dict[str, str]:
+    """Write every shard not already recorded in ``.pack.json``; returns ``{file: sha256}`` for all of them.
+
+    ``on_shard(shards done, documents done)`` is called after each shard (the build's status file).
+    """
+    progress_path = out_dir / PACK_PROGRESS
     layout = _layout_hash(jobs, table)
     done: dict[str, str] = {}
     if progress_path.exists():
@@ -254,26 +180,30 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_dir:
         if saved["layout"] == layout:
             done = {f: sha for f, sha in saved["done"].items() if _intact(out_dir / f)}
     todo = [j for j in jobs if j.file not in done]
-    stems = [u.stem for u in table.units]
-    args = [(str(out_dir), str(work_dir), stems, j.file, table.unit[j.docs], table.start[j.docs], table.tokens[j.docs],
+    args = [(str(out_dir), work_url, table.files, j.file, table.file[j.docs], table.start[j.docs], table.tokens[j.docs],
              tok.bos_id, dtype) for j in todo]
     bar = tqdm(total=int(sum(table.tokens[j.docs].sum() for j in jobs)), desc="shards", unit="tok", unit_scale=True,
                disable=not progress, dynamic_ncols=True)
     bar.update(int(sum(table.tokens[j.docs].sum() for j in jobs if j.file in done)))
     sizes = {j.file: int(table.tokens[j.docs].sum()) for j in jobs}
+    documents = {j.file: len(j.docs) for j in jobs}
 
     def record(file: str, sha: str) -> None:
         done[file] = sha
         atomic_write_bytes(progress_path, json.dumps({"layout": layout, "done": done}, indent=1).encode())
         bar.update(sizes[file])
+        if on_shard is not None:
+            on_shard(len(done), sum(documents[f] for f in done))
 
     try:
-        if workers > 1 and len(todo) > 1:
+        # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
+        if workers > 1 and len(todo) > 1 and sum(sizes[j.file] for j in todo) > POOL_TOKENS:
             with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
                 for file, sha in pool.imap(_star_write_job, args):
                     record(file, sha)
         else:
-            for a in args:
+            for i, a in enumerate(args):
+                checkpoint("pack", i)
                 record(*_write_job(*a))
     finally:
         bar.close()
@@ -302,41 +232,6 @@ def _shard_info(job: ShardJob, table: DocTable, languages: list[str], sha: str) 
                      bytes=int(table.bytes[job.docs].sum()), sha256=sha)
 
 
-@dataclass
-class Prepared:
-    """What ``corpus plan`` shows and ``corpus build`` writes: the ingest, the hold-out and the plan."""
-
-    sources: list[TextSource]
-    states: list[SourceIngest]
-    table: DocTable
-    val: dict[str, np.ndarray]
-    plan: Plan
-    tokenizer: TokenizerInfo
-    tokenizer_name: str
-
-
-def prepare(config: BuildConfig, work_dir: Path, *, workers: int = 1, progress: bool = True) -> Prepared:
-    """Ingest the sources (resuming), hold out validation documents and plan the training mixture."""
-    sources = parse_sources(config.sources)
-    if config.mix is not None:
-        check_languages(config.mix, {s.lang for s in sources})
-    tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
-    info = tokenizer_info(tok, config.ingest.tokenizer)
-    if work_dir.exists():
-        _remove_stale_temp_files(work_dir, work_dir / "units")
-    states = ingest(sources, config.ingest, work_dir, tok.fingerprint, workers=workers, progress=progress)
-    table = doc_table(work_dir, states, len(config.ingest.compare_tokenizers))
-    val = hold_out_validation(table, states, config)
-    train_mask = _train_mask(table, val)
-    supply = []
-    for i, (source, state) in enumerate(zip(sources, states, strict=True)):
-        docs = (table.source == i) & train_mask
-        supply.append(SourceSupply(source_name(source), state.language, int(docs.sum()), int(table.tokens[docs].sum())))
-    plan = plan_mixture(supply, config.tokens, mix=config.mix, temperature=config.temperature,
-                        max_epochs=config.max_epochs)
-    return Prepared(sources, states, table, val, plan, info, tok.name)
-
-
 def _check_existing(out_dir: Path, info: TokenizerInfo, args: dict, append: bool) -> Manifest | None:
     if not (out_dir / MANIFEST_NAME).exists():
         return None
@@ -353,12 +248,48 @@ def _check_existing(out_dir: Path, info: TokenizerInfo, args: dict, append: bool
     return existing
 
 
-def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, workers: int = 1,
-          keep_work: bool = False, progress: bool = True) -> tuple[Manifest, Prepared | None]:
+def pack_status(status: BuildStatus, path: str | None, jobs: list[ShardJob]) -> Callable[[int, int], None]:
+    """The packing stage in the status file: shards as its tasks, documents written, rate and ETA."""
+    stage = StageStatus("pack", len(jobs), total_documents=sum(len(j.docs) for j in jobs))
+    status.stages.append(stage)
+    start = time.monotonic()
+
+    def update(shards: int, documents: int) -> None:
+        stage.tasks_done, stage.documents = shards, documents
+        stage.elapsed_s = time.monotonic() - start
+        stage.documents_per_s = documents / stage.elapsed_s if stage.elapsed_s else 0.0
+        share = documents / stage.total_documents if stage.total_documents else 1.0
+        stage.done = shards == len(jobs)
+        stage.eta_s = stage.elapsed_s * (1 - share) / share if share else None
+        if path is not None:
+            write_json(path, asdict(status))
+
+    return update
+
+
+def _work_url(out_dir: Path, work_dir: str | None) -> str:
+    return str(work_dir).rstrip("/") if work_dir else str((out_dir / WORK_DIR).resolve())
+
+
+def _remove_work(work_url: str) -> None:
+    if "://" not in work_url:
+        shutil.rmtree(work_url, ignore_errors=True)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(work_url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, executor: ExecutorConfig | None = None,
+          work_dir: str | None = None, keep_work: bool = False) -> tuple[Manifest, Prepared | None]:
     """Build (or finish building) the shard set in ``out_dir``; returns its manifest and what was prepared.
 
-    A second run of a finished build returns the manifest and ``None`` without doing anything.
+    ``work_dir`` (any fsspec URL; default ``OUT/.work``) holds the stages' files. A second run of a finished
+    build returns the manifest and ``None`` without doing anything.
     """
+    executor = executor or ExecutorConfig()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     args = arguments(config)
@@ -367,17 +298,21 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, wor
     existing = _check_existing(out_dir, info, args, append)
     if existing is not None and {k: v for k, v in existing.arguments.items() if k != "previous"} == args:
         return existing, None
-    work_dir = out_dir / WORK_DIR
+    work_url = _work_url(out_dir, work_dir)
+    if executor.status_file is None and "://" not in work_url:
+        executor = replace(executor, status_file=str(Path(work_url) / "status.json"))
     _remove_stale_temp_files(out_dir)
-    prepared = prepare(config, work_dir, workers=workers, progress=progress)
+    status = BuildStatus()
+    prepared = prepare(config, work_url, executor, status)
     table = prepared.table
-    train_rows = select_training(table, prepared.plan, _train_mask(table, prepared.val), config.seed)
+    train_rows = select_training(table, prepared.plan, train_mask(table, prepared.val), config.seed)
     old_shards = existing.shards if existing else []
     jobs = shard_jobs(train_rows, prepared.val, table, config.shard_tokens, old_shards)
     dtype = dtype_for_vocab(info.vocab_size)
     if existing is not None and existing.dtype != dtype:
         raise BuildError(f"{out_dir}: existing shards are {existing.dtype}, this tokenizer needs {dtype}")
-    hashes = write_shards(jobs, table, out_dir, work_dir, info, dtype, workers=workers, progress=progress)
+    hashes = write_shards(jobs, table, out_dir, work_url, info, dtype, workers=executor.workers,
+                          progress=executor.progress, on_shard=pack_status(status, executor.status_file, jobs))
     languages = [s.language for s in prepared.states]
     new_shards = [_shard_info(j, table, languages, hashes[j.file]) for j in jobs]
     sources = [_source_record(src, state) for src, state in zip(prepared.sources, prepared.states, strict=True)]
@@ -385,7 +320,7 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, wor
         tokenizer=info, dtype=dtype, shards=old_shards + new_shards, seed=config.seed,
         sources=(existing.sources if existing else []) + sources,
         filters={"clean": asdict(config.ingest.clean), "dedup": asdict(config.ingest.dedup),
-                 "bad_utf8": config.ingest.bad_utf8},
+                 "bad_utf8": config.ingest.bad_utf8, "min_language_score": config.ingest.min_language_score},
         plan=prepared.plan.to_dict() | ({"previous": existing.plan} if existing else {}),
         arguments=args | ({"previous": existing.arguments} if existing else {}),
     )
@@ -394,9 +329,18 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, wor
         if dtype_found != dtype or count != s.tokens:
             raise ShardError(f"{out_dir / s.file}: wrote {count} {dtype_found} tokens, expected {s.tokens} {dtype}")
     manifest.save(out_dir)
-    write_report(out_dir, manifest, new_shards, prepared, train_rows, config)
+    compare = list(config.ingest.compare_tokenizers)
+    write_report(out_dir, ReportInput(
+        tokenizer=info, tokenizer_name=prepared.tokenizer_name, compare=compare, states=prepared.states,
+        corpus_by_source=measure_rows(prepared, np.arange(len(table.tokens)), "source"),
+        corpus=measure_rows(prepared, np.arange(len(table.tokens)), "language"),
+        train=measure_rows(prepared, train_rows, "language"),
+        validation={lang: measure_rows(prepared, rows, "language").get(lang, Totals())
+                    for lang, rows in prepared.val.items()},
+        plan=prepared.plan, new_shards=new_shards, shards_in_manifest=len(manifest.shards)))
+    (out_dir / PACK_PROGRESS).unlink(missing_ok=True)
     if not keep_work:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        _remove_work(work_url)
     return manifest, prepared
 
 
@@ -407,21 +351,16 @@ def _remove_stale_temp_files(*directories: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def _train_mask(table: DocTable, val: dict[str, np.ndarray]) -> np.ndarray:
-    mask = np.ones(len(table.tokens), dtype=bool)
-    for rows in val.values():
-        mask[rows] = False
-    return mask
-
-
-def _source_record(source: TextSource, state: SourceIngest) -> dict:
+def _source_record(source: TextSource, state) -> dict:
     return {"name": state.name, "language": state.language, "spec": source.spec, "field": source.field,
             "config": source.config, "split": source.split, "counters": dict(sorted(state.counters.items()))}
 
 
-def plan_only(config: BuildConfig, out_dir: str | Path | None, *, workers: int = 1, progress: bool = True) -> Prepared:
+def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: ExecutorConfig | None = None,
+              work_dir: str | None = None) -> Prepared:
     """Ingest and plan without writing shards; with ``out_dir`` the ingest is kept for a later build there."""
-    if out_dir is not None:
-        return prepare(config, Path(out_dir) / WORK_DIR, workers=workers, progress=progress)
+    executor = executor or ExecutorConfig()
+    if out_dir is not None or work_dir is not None:
+        return prepare(config, _work_url(Path(out_dir or "."), work_dir), executor)
     with tempfile.TemporaryDirectory(prefix="corpus-plan-") as tmp:
-        return prepare(config, Path(tmp), workers=workers, progress=progress)
+        return prepare(config, tmp, executor)

@@ -11,9 +11,10 @@ from pathlib import Path
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
+from corpus.executors import EXECUTORS, ExecutorConfig, StageError
 from corpus.ingest import IngestConfig, IngestError
 from corpus.plan import PlanError, format_plan, parse_mix
-from corpus.report import corpus_table
+from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
 from fertility.text import TextError
@@ -31,11 +32,21 @@ def _count(text: str) -> int:
     return int(value)
 
 
+# FineWeb-2's published settings for Bengali (configs/ben_Beng.yml of huggingface/fineweb-2), mapped onto our
+# filters where one measures the same thing: the GlotLID confidence its files carry, and the duplicated-line
+# and duplicated-5-gram shares. Its other filters (stopwords, punctuation, word length) have no counterpart here.
+PRESETS = {
+    "fineweb2-ben": {"min_language_score": 0.872, "max_dup_line_share": 0.165, "max_dup_ngram_share": 0.099},
+}
+
+
 def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     d_clean, d_dedup = CleanConfig(), DedupConfig()
     p.add_argument("--source", action="append", default=[], metavar="LANG=SPEC", required=True,
                    help="a labelled source: LANG=PATH (.txt/.txt.gz one document per line, .jsonl, .parquet, a "
-                        "datasets folder), LANG=PATH:FIELD, or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]; repeat")
+                        "datasets folder), LANG=PATH:FIELD, LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]], or a file set "
+                        "read through fsspec: a glob or URL such as "
+                        "hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet; repeat")
     p.add_argument("--tokenizer", required=True, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
     p.add_argument("--tokenizer-dir", help="where to look up tokenizer names first")
     mix = p.add_mutually_exclusive_group(required=True)
@@ -53,30 +64,60 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--bad-utf8", choices=("fail", "skip"), default="fail",
                    help="a line that is not UTF-8: stop with its file and line (default), or skip and count it")
     p.add_argument("--max-chars", type=_count, help="read only the first N characters of each source (whole documents)")
-    p.add_argument("--unit-docs", type=_count, default=1000, help="documents per work unit (default 1000)")
+    p.add_argument("--unit-docs", type=_count, default=1000,
+                   help="documents per block when tasks split one file between them (default 1000)")
     p.add_argument("--min-chars", type=int, default=d_clean.min_chars)
     p.add_argument("--min-script-share", type=float, default=d_clean.min_script_share)
     p.add_argument("--max-dup-line-share", type=float, default=d_clean.max_dup_line_share)
     p.add_argument("--max-dup-ngram-share", type=float, default=d_clean.max_dup_ngram_share)
     p.add_argument("--max-bad-char-share", type=float, default=d_clean.max_bad_char_share)
+    p.add_argument("--min-language-score", type=float,
+                   help="drop parquet rows whose language_score column (FineWeb-2, FineWeb-Edu) is lower")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="filter settings published with a corpus (fineweb2-ben: FineWeb-2's Bengali thresholds); "
+                        "an option set to other than its default wins")
     p.add_argument("--no-exact-dedup", action="store_true")
     p.add_argument("--no-near-dedup", action="store_true")
     p.add_argument("--near-dup-threshold", type=float, default=d_dedup.threshold)
     p.add_argument("--out", required=out_required, help="the shard directory" if out_required else
                    "keep the ingest in OUT/.work so that a later build into OUT reuses it")
-    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 1),
-                   help="worker processes (default: cores - 1; 1 = this process, tokenizing on a thread)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="tasks running at once (default: cores; 1 = in this process)")
+    p.add_argument("--tasks", type=int, help="ingest tasks, the parts the sources are split into (default: --workers)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="datatrove executor: local (default, no server) or ray")
+    p.add_argument("--ray-address", help="with --executor ray: the cluster to use (default: start a local Ray "
+                                         "instance with --workers CPUs and stop it afterwards)")
+    p.add_argument("--work-dir", help="where the stages' files go, any fsspec URL (default: OUT/.work)")
+    p.add_argument("--status-file", help="JSON progress of every stage, rewritten while it runs "
+                                         "(default: WORK_DIR/status.json for a local work folder)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+
+
+def _apply_preset(a: argparse.Namespace, p_defaults: dict) -> None:
+    """A preset's values, for every option the user left at its default."""
+    for key, value in PRESETS.get(a.preset or "", {}).items():
+        if getattr(a, key) == p_defaults.get(key):
+            setattr(a, key, value)
+
+
+def _executor(a: argparse.Namespace) -> ExecutorConfig:
+    if a.workers < 1 or (a.tasks is not None and a.tasks < 1):
+        raise BuildError("--workers and --tasks must be at least 1")
+    return ExecutorConfig(kind=a.executor, workers=a.workers, tasks=a.tasks, ray_address=a.ray_address,
+                          progress=not a.no_progress, status_file=a.status_file)
 
 
 def _config(a: argparse.Namespace) -> BuildConfig:
+    _apply_preset(a, {"min_language_score": None, "max_dup_line_share": CleanConfig().max_dup_line_share,
+                      "max_dup_ngram_share": CleanConfig().max_dup_ngram_share})
     clean = CleanConfig(min_chars=a.min_chars, min_script_share=a.min_script_share,
                         max_dup_line_share=a.max_dup_line_share, max_dup_ngram_share=a.max_dup_ngram_share,
                         max_bad_char_share=a.max_bad_char_share)
     dedup = DedupConfig(exact=not a.no_exact_dedup, near=not a.no_near_dedup, threshold=a.near_dup_threshold)
     ingest = IngestConfig(tokenizer=a.tokenizer, tokenizer_dir=a.tokenizer_dir,
                           compare_tokenizers=a.compare_tokenizer, unit_docs=a.unit_docs, bad_utf8=a.bad_utf8,
-                          max_chars=a.max_chars, clean=clean, dedup=dedup)
+                          max_chars=a.max_chars, min_language_score=a.min_language_score, clean=clean, dedup=dedup)
     return BuildConfig(sources=a.source, tokens=a.tokens, mix=parse_mix(a.mix) if a.mix else None,
                        temperature=a.temperature, max_epochs=a.max_epochs, seed=a.seed, val_tokens=a.val_tokens,
                        val_max_share=a.val_max_share, shard_tokens=a.shard_tokens, ingest=ingest)
@@ -84,12 +125,12 @@ def _config(a: argparse.Namespace) -> BuildConfig:
 
 def _cmd_build(a: argparse.Namespace) -> int:
     config = _config(a)
-    manifest, prepared = build(config, a.out, append=a.append, workers=a.workers, keep_work=a.keep_work,
-                               progress=not a.no_progress)
+    manifest, prepared = build(config, a.out, append=a.append, executor=_executor(a), work_dir=a.work_dir,
+                               keep_work=a.keep_work)
     if prepared is None:
         print(f"{a.out}: already built with these arguments; nothing to do")
     else:
-        print(corpus_table(prepared, config.ingest.compare_tokenizers))
+        print(corpus_tables(prepared))
         print()
         print(format_plan(prepared.plan))
         print()
@@ -100,8 +141,8 @@ def _cmd_build(a: argparse.Namespace) -> int:
 
 def _cmd_plan(a: argparse.Namespace) -> int:
     config = _config(a)
-    prepared = plan_only(config, a.out, workers=a.workers, progress=not a.no_progress)
-    print(corpus_table(prepared, config.ingest.compare_tokenizers))
+    prepared = plan_only(config, a.out, executor=_executor(a), work_dir=a.work_dir)
+    print(corpus_tables(prepared))
     print()
     print(format_plan(prepared.plan))
     if a.json:
@@ -161,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
     _add_build_args(b, out_required=True)
     b.add_argument("--append", action="store_true",
                    help="add shards to an existing shard directory (same tokenizer required)")
-    b.add_argument("--keep-work", action="store_true", help="keep OUT/.work (the tokenized units) after the build")
+    b.add_argument("--keep-work", action="store_true", help="keep the work folder (the stages' files) after the build")
     b.set_defaults(func=_cmd_build)
     pl = sub.add_parser("plan", help="measure the sources and print the mixture plan; writes no shards")
     _add_build_args(pl, out_required=False)
@@ -184,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (BuildError, IngestError, PlanError, ShardError, TextError, TokenizerLoadError, ValueError) as e:
+    except (BuildError, IngestError, PlanError, ShardError, StageError, TextError, TokenizerLoadError,
+            ValueError) as e:
         print(f"corpus {args.command}: error: {e}", file=sys.stderr)
         return 2
 

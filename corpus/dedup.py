@@ -1,9 +1,17 @@
-"""Exact and near-duplicate detection: a hash of a dedup-normalised text, and MinHash LSH from `datasketch`.
+"""Exact and near-duplicate decisions, made the same way whatever the number of tasks.
 
-Keys and signatures are computed per document (in worker processes); the decision is taken by one
-:class:`Deduplicator` that sees documents in corpus order, so the result does not depend on the number of
-workers. Its state can be rebuilt from the stored keys and signatures of documents already kept, which is
-how a resumed build reaches exactly the state of an uninterrupted one.
+* Exact: a 16-byte hash of a document's case-folded words (case, punctuation and spacing do not count).
+* Near: datatrove's multi-stage MinHash. Stage 1 (``corpus.steps.Signatures``) writes each task's signatures,
+  split into ``num_buckets`` bands of ``hashes_per_bucket`` hashes, sorted; stage 2 (datatrove's
+  ``MinhashDedupBuckets``, one task per band) merges the sorted files of a band and writes the pairs of
+  documents whose band is equal. Both stream sorted files, so their memory does not grow with the corpus.
+* The clusters and the choice of the document to keep are ours (:func:`duplicates`): datatrove numbers a
+  document by (task, position in the task) and keeps whichever document its union-find leaves at the root,
+  both of which change with the number of tasks. Here a pair is first mapped to the documents' canonical ids
+  (``corpus.sources``), the clusters are the connected components of all pairs, and the document kept is the
+  one with the smallest canonical id (the first in corpus order); so is the one kept among exact duplicates.
+  The components of "equal in some band" do not depend on how documents were split into tasks, so the
+  decisions, and with them every output byte, are the same for any number of tasks and any executor.
 """
 
 from __future__ import annotations
@@ -13,16 +21,11 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-from datasketch import LeanMinHash, MinHash
-
-from corpus.clean import ngram_hashes
-
-_MASK32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass
 class DedupConfig:
-    """Near-duplicates: word ``ngram`` shingles, ``num_perm`` MinHash permutations, Jaccard ``threshold``."""
+    """Near-duplicates: word ``ngram`` shingles, ``num_perm`` MinHash hashes, Jaccard ``threshold``."""
 
     exact: bool = True
     near: bool = True
@@ -36,99 +39,55 @@ def exact_key(word_list: list[str]) -> bytes:
     return hashlib.blake2b(" ".join(word_list).encode(), digest_size=16).digest()
 
 
-def shingle_hashes(word_list: list[str], ngram: int) -> np.ndarray:
-    """32-bit hashes of the document's word n-grams (the whole word sequence when shorter than n)."""
-    return _fold32(ngram_hashes(word_list, ngram))
+@functools.lru_cache(maxsize=16)
+def bands(threshold: float, num_perm: int) -> tuple[int, int]:
+    """(bands b, hashes per band r) with b * r <= ``num_perm`` that minimise the mean of the false-positive
+    area (similarity below ``threshold`` yet equal in a band: 1 - (1 - s^r)^b) and the false-negative area
+    above it. The same choice as datasketch's LSH (``tests/corpus/test_dedup.py`` compares them), computed
+    here because importing ``datasketch.lsh`` costs a second of scipy start-up."""
+    below, above = np.linspace(0, threshold, 1001), np.linspace(threshold, 1, 1001)
+    best, error = (1, num_perm), float("inf")
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            fp = np.trapezoid(1 - (1 - below**r) ** b, below)
+            fn = np.trapezoid((1 - above**r) ** b, above)
+            if 0.5 * fp + 0.5 * fn < error:
+                best, error = (b, r), 0.5 * fp + 0.5 * fn
+    return best
 
 
-def _fold32(h: np.ndarray) -> np.ndarray:
-    return (h ^ (h >> np.uint64(32))) & _MASK32
+def minhash_config(config: DedupConfig):
+    """datatrove's MinHash settings for ``config`` (64-bit hashes; our n-gram hashes are the shingles)."""
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.hashing import HashConfig
+
+    b, r = bands(config.threshold, config.num_perm)
+    return MinhashConfig(n_grams=config.ngram, num_buckets=b, hashes_per_bucket=r, seed=1,
+                         hash_config=HashConfig(precision=64, hash_fc="sha1"))
 
 
-@functools.lru_cache(maxsize=8)
-def _permutations(num_perm: int) -> np.ndarray:
-    # datasketch derives them from a seeded RNG on every MinHash(); computing them once is most of the cost.
-    return MinHash(num_perm=num_perm, scheme="affine32").permutations
-
-
-def _fmix32(h: np.ndarray) -> np.ndarray:
-    # MurmurHash3's 32-bit finalizer, the pre-mix of datasketch's "affine32" scheme.
-    h = h ^ (h >> np.uint32(16))
-    h = h * np.uint32(0x85EBCA6B)
-    h = h ^ (h >> np.uint32(13))
-    h = h * np.uint32(0xC2B2AE35)
-    return h ^ (h >> np.uint32(16))
-
-
-def signatures(grams: list[np.ndarray], config: DedupConfig) -> np.ndarray:
-    """MinHash signatures (``len(grams)`` x ``num_perm`` uint32) of documents given their word n-gram hashes.
-
-    The values are those of ``datasketch.MinHash(scheme="affine32", hashfunc=identity)`` updated with each
-    document's 32-bit folded n-gram hashes (a document without n-grams keeps the initial maximum), computed
-    for a whole batch of documents at once (``tests/corpus/test_dedup.py`` compares the two).
-    """
-    a, b = _permutations(config.num_perm)
-    out = np.full((len(grams), config.num_perm), np.iinfo(np.uint32).max, dtype=np.uint32)
-    sizes = np.array([len(g) for g in grams], dtype=np.int64)
-    rows = np.flatnonzero(sizes)
-    if not len(rows):
-        return out
-    hv = _fmix32(_fold32(np.concatenate([grams[i] for i in rows])).astype(np.uint32))
-    starts = np.concatenate(([0], np.cumsum(sizes[rows])))
-    # Blocks of about a million permuted values keep the temporary array small.
-    step = max(1, 2**20 // config.num_perm)
-    first = 0
-    while first < len(rows):
-        last = max(first + 1, int(np.searchsorted(starts, starts[first] + step, side="right")) - 1)
-        block = hv[starts[first]:starts[last], None] * a + b
-        out[rows[first:last]] = np.minimum.reduceat(block, starts[first:last] - starts[first], axis=0)
-        first = last
+def exact_duplicates(uids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """True for every document whose key an earlier document (smaller canonical id) has."""
+    order = np.lexsort((uids, *keys.view(np.uint64).reshape(len(keys), 2).T[::-1]))
+    sorted_keys = keys[order]
+    same = np.zeros(len(uids), dtype=bool)
+    same[1:] = (sorted_keys[1:] == sorted_keys[:-1]).all(axis=1)
+    out = np.zeros(len(uids), dtype=bool)
+    out[order] = same
     return out
 
 
-def signature(word_list: list[str], config: DedupConfig, grams: np.ndarray | None = None) -> np.ndarray:
-    """The document's MinHash signature (``num_perm`` uint32 values) over its word n-grams.
+def near_duplicates(uids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """True for every document in a cluster (connected component of ``pairs``, rows of document indices) that
+    is not the cluster's document with the smallest canonical id."""
+    n = len(uids)
+    if not len(pairs):
+        return np.zeros(n, dtype=bool)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    ``grams``: the 64-bit ``config.ngram`` hashes of ``word_list`` when already computed.
-    """
-    return signatures([ngram_hashes(word_list, config.ngram) if grams is None else grams], config)[0]
-
-
-def _lean(sig: np.ndarray) -> LeanMinHash:
-    return LeanMinHash(seed=1, hashvalues=sig, scheme="affine32")
-
-
-class Deduplicator:
-    """Decides, in corpus order, whether a document duplicates one already kept."""
-
-    def __init__(self, config: DedupConfig):
-        self.config = config
-        self.seen: set[bytes] = set()
-        self.lsh = None
-        if config.near:
-            # Imported here: datasketch.lsh pulls in scipy, a second of start-up that exact-only builds skip.
-            from datasketch import MinHashLSH
-
-            self.lsh = MinHashLSH(threshold=config.threshold, num_perm=config.num_perm)
-        self._next_id = 0
-
-    def check(self, key: bytes, sig: np.ndarray) -> str | None:
-        """``"exact_duplicate"``, ``"near_duplicate"`` or None (then the document is kept and remembered)."""
-        if self.config.exact and key in self.seen:
-            return "exact_duplicate"
-        lean = _lean(sig) if self.lsh is not None else None
-        if lean is not None and self.lsh.query(lean):
-            return "near_duplicate"
-        self._remember(key, lean)
-        return None
-
-    def remember(self, key: bytes, sig: np.ndarray) -> None:
-        """Add a kept document without checking it (used to rebuild the state when resuming)."""
-        self._remember(key, _lean(sig) if self.lsh is not None else None)
-
-    def _remember(self, key: bytes, lean: LeanMinHash | None) -> None:
-        if self.config.exact:
-            self.seen.add(key)
-        if self.lsh is not None:
-            self.lsh.insert(self._next_id, lean, check_duplication=False)
-            self._next_id += 1
+    graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, label = connected_components(graph, directed=False)
+    first = np.full(label.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, label, uids)
+    return uids != first[label]

@@ -1,81 +1,81 @@
-"""Ingest: read every source, clean, filter, deduplicate and tokenize it into work units on disk.
+"""Ingest: the datatrove stages that read, clean, filter, tokenize and deduplicate every source.
 
-A work unit is ``unit_docs`` consecutive documents of one source. Units are cleaned, filtered, hashed and
-tokenized in worker processes and committed by the main process in corpus order: it runs the deduplicator
-(whose decisions depend on everything before), writes the unit's two files atomically and then records the
-unit in ``ingest.json``. A killed ingest therefore resumes after its last committed unit, with the
-deduplicator rebuilt from the committed units, and produces exactly the units an uninterrupted run would.
+Stages, each a set of datatrove tasks exchanging files in the work folder (any fsspec URL):
 
-Per unit, ``NNN_UUUUUU.tokens.npy`` holds the kept documents' token ids (uint32, no BOS) back to back, and
-``NNN_UUUUUU.meta.npz`` their offsets, characters, UTF-8 bytes, dedup keys and signatures, token counts with
-the comparison tokenizers, and the unit's counters.
+1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.steps`` read -> clean and filter ->
+   tokenize and store -> MinHash signatures;
+2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets`` finds the pairs of documents
+   equal in a band;
+3. then, in this process, a small reduce over per-document metadata: exact and near-duplicate decisions
+   (``corpus.dedup``) and the kept documents in canonical order (:class:`Ingested`).
+
+A task writes its files and then datatrove marks it complete; a rerun skips completed tasks, so a build
+killed in any stage finishes the remaining tasks only. The stage folders are named after the number of ingest
+tasks (``tN/``): a rerun with another ``--tasks`` starts a fresh ingest rather than mixing two partitions.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import multiprocessing as mp
-import os
-from collections import Counter, deque
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from itertools import chain, islice
-from pathlib import Path
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-from tqdm import tqdm
 
-from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes
-from corpus.dedup import DedupConfig, Deduplicator, exact_key, signatures
-from fertility.fileio import atomic_write_bytes
-from fertility.text import TextSource, iter_documents
-from fertility.tokenizers import load_tokenizer
+from corpus.clean import CleanConfig
+from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
+from corpus.executors import ExecutorConfig, run_pipeline
+from corpus.progress import BuildStatus, StageWatcher
+from corpus.sources import check_sources
+from fertility.text import TextSource
 
-PROGRESS_NAME = "ingest.json"
+FINGERPRINT_NAME = "ingest.json"
+IN_PROCESS_BUCKETS_BYTES = 256 * 2**20
 
 
 class IngestError(RuntimeError):
-    """A work directory that belongs to another build, or a source that cannot be read."""
+    """A work folder that belongs to another build, or a source that cannot be read."""
 
 
 @dataclass
 class IngestConfig:
-    """Everything that decides the content of the work units (the number of workers does not)."""
+    """Everything that decides the ingested documents (the executor and its number of workers do not)."""
 
     tokenizer: str
     tokenizer_dir: str | None = None
     compare_tokenizers: list[str] = field(default_factory=list)
-    unit_docs: int = 1000
+    unit_docs: int = 1000  # documents per block when tasks split a file
     bad_utf8: str = "fail"  # "fail" or "skip"
     max_chars: int | None = None  # per source: keep the head of each source (whole documents)
+    min_language_score: float | None = None  # parquet sources with a language_score column (FineWeb-2)
     clean: CleanConfig = field(default_factory=CleanConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
 
 
 @dataclass
-class Unit:
-    """One committed work unit: where its files are and how many documents it kept."""
-
-    source: int
-    index: int
-    documents: int
-
-    @property
-    def stem(self) -> str:
-        return f"{self.source:03d}_{self.index:06d}"
-
-
-@dataclass
 class SourceIngest:
-    """A source's committed units and its counters (documents in, each cleaning step, drops, bad lines)."""
+    """A source's name, language and counters (documents in, each cleaning step, drops, bad lines, kept)."""
 
     name: str
     language: str
-    units: list[Unit] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
-    done: bool = False
+
+
+@dataclass
+class Ingested:
+    """Every kept document, one row each, in canonical order; its tokens are in ``token_files[file]``."""
+
+    states: list[SourceIngest]
+    token_files: list[str]  # relative to the work folder
+    file: np.ndarray
+    start: np.ndarray  # offset of its first token in its token file
+    uid: np.ndarray
+    source: np.ndarray
+    tokens: np.ndarray  # without BOS
+    chars: np.ndarray
+    bytes: np.ndarray
+    compare: np.ndarray  # (documents, comparison tokenizers)
 
 
 def source_name(source: TextSource) -> str:
@@ -83,196 +83,116 @@ def source_name(source: TextSource) -> str:
     return source.spec + (f":{source.field}" if source.field != "text" else "")
 
 
-def _fingerprint(sources: list[TextSource], config: IngestConfig, tokenizer_sha: str) -> dict:
-    return {"sources": [asdict(s) for s in sources], "config": asdict(config), "tokenizer_sha256": tokenizer_sha}
+def _check_fingerprint(work_url: str, fingerprint: dict) -> None:
+    from datatrove.io import get_datafolder
+
+    folder = get_datafolder(work_url)
+    if folder.isfile(FINGERPRINT_NAME):
+        with folder.open(FINGERPRINT_NAME, "r") as f:
+            saved = json.load(f)
+        if saved != json.loads(json.dumps(fingerprint)):
+            raise IngestError(
+                f"{work_url} holds the unfinished work of a build with different sources, tokenizer or cleaning "
+                f"settings; rerun that build's command to finish it, or delete {work_url} to start over")
+        return
+    with folder.open(FINGERPRINT_NAME, "w") as f:
+        json.dump(fingerprint, f, ensure_ascii=False, indent=1)
 
 
-# Per-process state of the workers (and of the main process when it works alone).
-_WORKER: dict = {}
+def _stages(sources: list[TextSource], config: IngestConfig, stage_url: str):
+    from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets
+
+    from corpus.steps import CleanAndFilter, FaultPoint, ReadSources, Signatures, TokenizeAndStore
+
+    ingest = [
+        ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
+                    bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
+        CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),
+        TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
+    ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
+    buckets = [FaultPoint("buckets"),
+               MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
+                                   config=minhash_config(config.dedup))]
+    return ingest, buckets
 
 
-def _init_worker(config: IngestConfig) -> None:
-    _WORKER["config"] = config
-    _WORKER["tokenizer"] = load_tokenizer(config.tokenizer, config.tokenizer_dir)
-    _WORKER["compare"] = [load_tokenizer(spec, config.tokenizer_dir) for spec in config.compare_tokenizers]
+def ingest(sources: list[TextSource], config: IngestConfig, work_url: str, tokenizer_sha: str,
+           executor: ExecutorConfig, status: BuildStatus | None = None) -> Ingested:
+    """Run (or finish) the ingest stages in ``work_url`` and reduce their files to :class:`Ingested`."""
+    work_url = str(work_url).rstrip("/")
+    tasks = executor.ingest_tasks
+    check_sources(sources, config.min_language_score)
+    _check_fingerprint(work_url, {"sources": [asdict(s) for s in sources], "config": asdict(config),
+                                  "tokenizer_sha256": tokenizer_sha})
+    stage_url = f"{work_url}/t{tasks}"
+    ingest_steps, bucket_steps = _stages(sources, config, stage_url)
+    status = status if status is not None else BuildStatus()
+    for name, steps, n in (("ingest", ingest_steps, tasks),
+                           ("buckets", bucket_steps, minhash_config(config.dedup).num_buckets)):
+        if name == "buckets" and not config.dedup.near:
+            continue
+        logs = f"{stage_url}/logs/{name}"
+        stage_executor = executor
+        if name == "buckets" and _size(f"{stage_url}/minhash/signatures") < IN_PROCESS_BUCKETS_BYTES:
+            # Merging small signature files takes less time than starting a worker process (or Ray task) does.
+            stage_executor = replace(executor, kind="local", workers=1)
+        with StageWatcher(status, executor.status_file, stage_url, name, logs, n, show=executor.progress):
+            run_pipeline(stage_executor, steps, n, logs)
+    return _reduce(sources, config, stage_url, tasks)
 
 
-def _init_pool_worker(config: IngestConfig) -> None:
-    # Several worker processes already use every core: no tokenizer thread pools on top.
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _init_worker(config)
+def _size(url: str) -> int:
+    """Total bytes of the files under ``url``."""
+    from datatrove.io import get_datafolder
+
+    folder = get_datafolder(url)
+    return sum(folder.size(path) for path in folder.list_files()) if folder.isdir("") else 0
 
 
-def _clean_unit(language: str, texts: list[str]) -> dict:
-    """Clean, filter and hash one unit's documents (Python work)."""
-    config: IngestConfig = _WORKER["config"]
-    counters: Counter = Counter()
-    kept = [d for d in clean_and_filter_batch(texts, language, config.clean, counters) if d is not None]
-    shared_grams = config.dedup.ngram == config.clean.ngram
-    return {
-        "counters": counters,
-        "texts": [d.text for d in kept],
-        "chars": np.array([len(d.text) for d in kept], dtype=np.int64),
-        "bytes": np.array([len(d.text.encode()) for d in kept], dtype=np.int64),
-        "keys": np.array([np.frombuffer(exact_key(d.words), dtype=np.uint8) for d in kept], dtype=np.uint8).reshape(-1, 16),
-        "sigs": signatures([d.grams if shared_grams else ngram_hashes(d.words, config.dedup.ngram) for d in kept],
-                           config.dedup),
-    }
-
-
-def _tokenize_unit(unit: dict) -> dict:
-    """Tokenize a cleaned unit (the tokenizers run natively, outside the GIL) and drop its texts."""
-    texts = unit.pop("texts")
-    ids = _WORKER["tokenizer"].encode_ids(texts) if texts else []
-    unit["lengths"] = np.array([len(x) for x in ids], dtype=np.int64)
-    unit["tokens"] = np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(unit["lengths"].sum()))
-    unit["compare"] = np.array([[len(x) for x in tok.encode_ids(texts)] for tok in _WORKER["compare"]],
-                               dtype=np.int64).T.reshape(len(texts), len(_WORKER["compare"]))
-    return unit
-
-
-def _process_unit(language: str, texts: list[str]) -> dict:
-    """Everything a worker process does to one unit."""
-    return _tokenize_unit(_clean_unit(language, texts))
-
-
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    return buf.getvalue()
-
-
-def _npz_bytes(**arrays: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
-
-
-def load_unit_meta(work_dir: Path, unit: Unit) -> dict[str, np.ndarray]:
-    """The metadata arrays of a committed unit."""
-    with np.load(work_dir / "units" / f"{unit.stem}.meta.npz", allow_pickle=False) as z:
+def _load_npz(folder, path: str) -> dict[str, np.ndarray]:
+    with folder.open(path, "rb") as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 
 
-def _commit(work_dir: Path, unit: Unit, result: dict, dedup: Deduplicator) -> Counter:
-    """Deduplicate a processed unit against everything before it and write it; returns its counters."""
-    counters = Counter(result["counters"])
-    keep = []
-    for i, (key, sig) in enumerate(zip(result["keys"], result["sigs"], strict=True)):
-        verdict = dedup.check(key.tobytes(), sig)
-        if verdict is None:
-            keep.append(i)
-        else:
-            counters[f"drop_{verdict}"] += 1
-    mask = np.zeros(len(result["lengths"]), dtype=bool)
-    mask[keep] = True
-    tokens = result["tokens"][np.repeat(mask, result["lengths"])]
-    offsets = np.concatenate([[0], np.cumsum(result["lengths"][mask])]).astype(np.int64)
-    counters["documents_kept"] += len(keep)
-    unit.documents = len(keep)
-    units_dir = work_dir / "units"
-    # Tokens first: a unit counts as committed only once its meta file (and then ingest.json) exists.
-    atomic_write_bytes(units_dir / f"{unit.stem}.tokens.npy", _npy_bytes(tokens))
-    atomic_write_bytes(units_dir / f"{unit.stem}.meta.npz", _npz_bytes(
-        offsets=offsets, chars=result["chars"][keep], bytes=result["bytes"][keep], keys=result["keys"][keep],
-        sigs=result["sigs"][keep], compare=result["compare"][keep],
-        counters=np.array(json.dumps(dict(counters), sort_keys=True)),
-    ))
-    return counters
+def _pairs(folder, offsets: np.ndarray) -> np.ndarray:
+    """Every pair datatrove's bucket stage wrote, as rows of global document indices."""
+    rows = []
+    for path in folder.list_files("minhash/buckets", glob_pattern="*.dups") if folder.isdir("minhash/buckets") else []:
+        with folder.open(path, "rb") as f:
+            data = np.frombuffer(f.read(), dtype="<u4").reshape(-1, 4).astype(np.int64)
+        rows.append(np.stack([offsets[data[:, 0]] + data[:, 1], offsets[data[:, 2]] + data[:, 3]], axis=1))
+    return np.concatenate(rows) if rows else np.zeros((0, 2), dtype=np.int64)
 
 
-def _save_progress(work_dir: Path, fingerprint: dict, states: list[SourceIngest]) -> None:
-    payload = {"fingerprint": fingerprint, "sources": [asdict(s) for s in states]}
-    atomic_write_bytes(work_dir / PROGRESS_NAME, json.dumps(payload, ensure_ascii=False, indent=1).encode())
+def _reduce(sources: list[TextSource], config: IngestConfig, stage_url: str, tasks: int) -> Ingested:
+    from datatrove.io import get_datafolder
 
-
-def _load_progress(work_dir: Path, fingerprint: dict, sources: list[TextSource]) -> list[SourceIngest]:
-    path = work_dir / PROGRESS_NAME
-    if not path.exists():
-        return [SourceIngest(source_name(s), s.lang) for s in sources]
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    if saved["fingerprint"] != json.loads(json.dumps(fingerprint)):
-        raise IngestError(
-            f"{work_dir} holds the unfinished work of a build with different sources, tokenizer or cleaning "
-            f"settings; rerun that build's command to finish it, or delete {work_dir} to start over")
-    states = []
-    for s in saved["sources"]:
-        units = [Unit(**u) for u in s.pop("units")]
-        states.append(SourceIngest(units=units, **s))
-    return states
-
-
-def _batches(documents: Iterator, size: int) -> Iterator[list[str]]:
-    while batch := [d.text for d in islice(documents, size)]:
-        yield batch
-
-
-def ingest(sources: list[TextSource], config: IngestConfig, work_dir: Path, tokenizer_sha: str, *,
-           workers: int = 1, progress: bool = True) -> list[SourceIngest]:
-    """Bring ``work_dir`` to the fully ingested state (resuming where a previous run stopped)."""
-    work_dir = Path(work_dir)
-    (work_dir / "units").mkdir(parents=True, exist_ok=True)
-    fingerprint = _fingerprint(sources, config, tokenizer_sha)
-    states = _load_progress(work_dir, fingerprint, sources)
-    if all(s.done for s in states):
-        return states
-    dedup = Deduplicator(config.dedup)
-    pool = thread = None
-    if workers > 1:
-        pool = mp.get_context("spawn").Pool(workers, initializer=_init_pool_worker, initargs=(config,))
-    else:
-        # One process: a thread tokenizes (the tokenizer may use its own threads too) while this one reads,
-        # cleans and commits; up to three cleaned units wait for it, so a slow unit on either side stalls neither.
-        _init_worker(config)
-        thread = ThreadPoolExecutor(max_workers=1)
-    bar = tqdm(desc="ingest", unit="doc", disable=not progress, dynamic_ncols=True)
-    try:
-        for index, (source, state) in enumerate(zip(sources, states, strict=True)):
-            for unit in state.units:
-                meta = load_unit_meta(work_dir, unit)
-                for key, sig in zip(meta["keys"], meta["sigs"], strict=True):
-                    dedup.remember(key.tobytes(), sig)
-            if state.done:
-                continue
-            reader_counters: dict = {}
-            documents = iter_documents(source, max_chars=config.max_chars,
-                                       errors="skip" if config.bad_utf8 == "skip" else "strict",
-                                       counters=reader_counters)
-            batches = enumerate(_batches(documents, config.unit_docs))
-            skip = len(state.units)
-            pending: deque = deque()
-
-            def commit_next(pending=pending, state=state, index=index) -> None:
-                unit_index, n_texts, result = pending.popleft()
-                result = result.get() if pool is not None else result.result()
-                unit = Unit(index, unit_index, 0)
-                counters = _commit(work_dir, unit, result, dedup)
-                state.units.append(unit)
-                state.counters = dict(Counter(state.counters) + counters)
-                _save_progress(work_dir, fingerprint, states)
-                bar.update(n_texts)
-
-            for unit_index, texts in batches:
-                if unit_index < skip:
-                    bar.update(len(texts))
-                    continue
-                if pool is not None:
-                    pending.append((unit_index, len(texts), pool.apply_async(_process_unit, (source.lang, texts))))
-                    if len(pending) > 2 * workers:
-                        commit_next()
-                else:
-                    pending.append((unit_index, len(texts), thread.submit(_tokenize_unit, _clean_unit(source.lang, texts))))
-                    if len(pending) > 3:
-                        commit_next()
-            while pending:
-                commit_next()
-            state.counters = dict(Counter(state.counters) + Counter({"bad_utf8": reader_counters.get("bad_utf8", 0)}))
-            state.done = True
-            _save_progress(work_dir, fingerprint, states)
-    finally:
-        bar.close()
-        if pool is not None:
-            pool.terminate()
-        if thread is not None:
-            thread.shutdown(cancel_futures=True)
-    return states
+    folder = get_datafolder(stage_url)
+    metas = [_load_npz(folder, f"docs/{rank:05d}.meta.npz") for rank in range(tasks)]
+    counters = [Counter() for _ in sources]
+    for rank in range(tasks):
+        for step in ("read", "clean"):
+            with folder.open(f"counters/{rank:05d}.{step}.json", "r") as f:
+                for c, saved in zip(counters, json.load(f), strict=True):
+                    c.update(saved)
+    cat = {k: np.concatenate([m[k] for m in metas]) for k in ("uid", "source", "tokens", "chars", "bytes")}
+    keys = np.ascontiguousarray(np.concatenate([m["keys"] for m in metas]))
+    compare = np.concatenate([m["compare"] for m in metas])
+    file = np.concatenate([np.full(len(m["uid"]), r, dtype=np.int64) for r, m in enumerate(metas)])
+    start = np.concatenate([np.cumsum(m["tokens"]) - m["tokens"] for m in metas])
+    offsets = np.cumsum([0] + [len(m["uid"]) for m in metas])
+    exact = exact_duplicates(cat["uid"], keys) if config.dedup.exact else np.zeros(len(file), dtype=bool)
+    near = near_duplicates(cat["uid"], _pairs(folder, offsets)) if config.dedup.near else np.zeros_like(exact)
+    near &= ~exact
+    for s in range(len(sources)):
+        mine = cat["source"] == s
+        counters[s]["drop_exact_duplicate"] += int((exact & mine).sum())
+        counters[s]["drop_near_duplicate"] += int((near & mine).sum())
+        counters[s]["documents_kept"] += int((mine & ~exact & ~near).sum())
+    kept = np.flatnonzero(~exact & ~near)
+    kept = kept[np.argsort(cat["uid"][kept], kind="stable")]
+    states = [SourceIngest(source_name(s), s.lang, {k: v for k, v in sorted(c.items()) if v or k == "bad_utf8"})
+              for s, c in zip(sources, counters, strict=True)]
+    return Ingested(states=states, token_files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)],
+                    file=file[kept], start=start[kept], compare=compare[kept],
+                    **{k: v[kept] for k, v in cat.items()})

@@ -7,51 +7,44 @@ It shows what cleaning and dedup removed per source, the corpus side by side in 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from corpus.measure import Totals, format_table, group_totals, shares
-from corpus.plan import format_plan
-from corpus.shards import Manifest, ShardInfo
+from corpus.ingest import SourceIngest
+from corpus.measure import Totals, shares
+from corpus.plan import Plan, format_plan
+from corpus.shards import ShardInfo, TokenizerInfo
 from fertility.fileio import atomic_write_bytes
-
-if TYPE_CHECKING:
-    from corpus.build import BuildConfig, Prepared
 
 REPORT_SCHEMA_VERSION = 1
 
 
-def measure_prepared(prepared: Prepared, rows: np.ndarray, by: str, compare: list[str]) -> dict[str, Totals]:
-    """Sizes of ``rows`` of the prepared document table, per source (``by="source"``) or per language."""
-    t = prepared.table
-    names = [s.name for s in prepared.states]
-    groups = t.source
-    if by == "language":
-        languages = sorted({s.language for s in prepared.states})
-        names = languages
-        groups = np.array([languages.index(s.language) for s in prepared.states], dtype=np.int32)[t.source] \
-            if len(t.source) else t.source
-    return group_totals(rows, groups, names, chars=t.chars, bytes=t.bytes, tokens=t.tokens - 1, compare=t.compare,
-                        compare_names=compare)
+@dataclass
+class ReportInput:
+    """What the report shows, each table measured once by the build."""
+
+    tokenizer: TokenizerInfo
+    tokenizer_name: str
+    compare: list[str]
+    states: list[SourceIngest]
+    corpus_by_source: dict[str, Totals]
+    corpus: dict[str, Totals]  # per language
+    train: dict[str, Totals]  # per language, documents repeated as planned
+    validation: dict[str, Totals]
+    plan: Plan
+    new_shards: list[ShardInfo]  # the shards this build wrote
+    shards_in_manifest: int
 
 
 def _jsonable(totals: dict[str, Totals]) -> dict:
     return {k: asdict(v) for k, v in totals.items()}
 
 
-def report_dict(manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepared, train_rows: np.ndarray,
-                config: BuildConfig) -> dict:
-    """Everything the report shows, as JSON-ready data (``new_shards``: the shards this build wrote)."""
-    compare = list(config.ingest.compare_tokenizers)
-    everything = np.arange(len(prepared.table.tokens))
-    corpus = measure_prepared(prepared, everything, "language", compare)
-    train = measure_prepared(prepared, train_rows, "language", compare)
-    val = {lang: measure_prepared(prepared, rows, "language", compare).get(lang, Totals())
-           for lang, rows in prepared.val.items()}
-    new_train = [s for s in new_shards if s.split == "train"]
+def report_dict(r: ReportInput) -> dict:
+    """Everything the report shows, as JSON-ready data."""
+    new_train = [s for s in r.new_shards if s.split == "train"]
     shard_tokens: dict[str, int] = {}
     for s in new_train:
         for lang, n in s.tokens_by_language.items():
@@ -59,21 +52,20 @@ def report_dict(manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepa
     total = sum(shard_tokens.values())
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "tokenizer": asdict(manifest.tokenizer),
-        "compare_tokenizers": compare,
+        "tokenizer": asdict(r.tokenizer),
+        "compare_tokenizers": r.compare,
         "sources": [{"name": s.name, "language": s.language, "counters": dict(sorted(s.counters.items())),
-                     "kept": asdict(measure_prepared(prepared, everything, "source", compare)[s.name])}
-                    for s in prepared.states],
-        "corpus": _jsonable(corpus),
-        "corpus_shares": shares(corpus, prepared.tokenizer_name),
-        "train": _jsonable(train),
-        "train_shares": shares(train, prepared.tokenizer_name),
-        "validation": _jsonable(val),
-        "plan": prepared.plan.to_dict(),
+                     "kept": asdict(r.corpus_by_source[s.name])} for s in r.states],
+        "corpus": _jsonable(r.corpus),
+        "corpus_shares": shares(r.corpus, r.tokenizer_name),
+        "train": _jsonable(r.train),
+        "train_shares": shares(r.train, r.tokenizer_name),
+        "validation": _jsonable(r.validation),
+        "plan": r.plan.to_dict(),
         "shards": {"train_tokens_by_language": shard_tokens,
                    "train_shares_with_bos": {k: v / total for k, v in shard_tokens.items()} if total else {},
-                   "train_shards": len(new_train), "val_shards": len(new_shards) - len(new_train),
-                   "total_shards_in_manifest": len(manifest.shards)},
+                   "train_shards": len(new_train), "val_shards": len(r.new_shards) - len(new_train),
+                   "total_shards_in_manifest": r.shards_in_manifest},
     }
 
 
@@ -89,14 +81,13 @@ def _md_table(title: str, totals: dict[str, Totals], label: str) -> list[str]:
     return lines + [""]
 
 
-def report_markdown(data: dict, prepared: Prepared, train_rows: np.ndarray, compare: list[str]) -> str:
+def report_markdown(data: dict, r: ReportInput) -> str:
     """The report as Markdown."""
-    everything = np.arange(len(prepared.table.tokens))
     tok = data["tokenizer"]
     lines = ["# Corpus build report", "",
              f"Tokenizer `{tok['spec']}` (sha256 `{tok['sha256'][:16]}…`, vocabulary {tok['vocab_size']:,}, "
-             f"BOS {tok['bos_id']}); `tokens:{prepared.tokenizer_name}` counts its tokens without BOS"
-             + (f"; comparison: {', '.join(f'`tokens:{c}`' for c in compare)}" if compare else "") + ".", "",
+             f"BOS {tok['bos_id']}); `tokens:{r.tokenizer_name}` counts its tokens without BOS"
+             + (f"; comparison: {', '.join(f'`tokens:{c}`' for c in r.compare)}" if r.compare else "") + ".", "",
              "## Cleaning and dedup per source", "",
              "| source | lang | " + " | ".join(_counter_keys(data)) + " |",
              "|---|---|" + "---:|" * len(_counter_keys(data))]
@@ -104,13 +95,11 @@ def report_markdown(data: dict, prepared: Prepared, train_rows: np.ndarray, comp
         lines.append(f"| {s['name']} | {s['language']} | "
                      + " | ".join(f"{s['counters'].get(k, 0):,}" for k in _counter_keys(data)) + " |")
     lines += ["", "## The kept corpus, side by side (share of the column in brackets)", ""]
-    lines += _md_table("source", measure_prepared(prepared, everything, "source", compare), prepared.tokenizer_name)
-    lines += _md_table("language", measure_prepared(prepared, everything, "language", compare),
-                       prepared.tokenizer_name)
+    lines += _md_table("source", r.corpus_by_source, r.tokenizer_name)
+    lines += _md_table("language", r.corpus, r.tokenizer_name)
     lines += ["## The training split (documents repeated as planned)", ""]
-    lines += _md_table("language", measure_prepared(prepared, train_rows, "language", compare),
-                       prepared.tokenizer_name)
-    lines += ["## Plan", "", "```", format_plan(prepared.plan), "```", "",
+    lines += _md_table("language", r.train, r.tokenizer_name)
+    lines += ["## Plan", "", "```", format_plan(r.plan), "```", "",
               "## Shards", "",
               f"{data['shards']['train_shards']} training shards, shares with BOS: "
               + ", ".join(f"{k}={v:.4f}" for k, v in data["shards"]["train_shares_with_bos"].items())
@@ -154,21 +143,10 @@ def plot_shares(data: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def write_report(out_dir: Path, manifest: Manifest, new_shards: list[ShardInfo], prepared: Prepared,
-                 train_rows: np.ndarray, config: BuildConfig) -> dict:
+def write_report(out_dir: Path, r: ReportInput) -> dict:
     """Write ``report.json``, ``report.md`` and ``shares.png`` into ``out_dir``; returns the JSON data."""
-    data = report_dict(manifest, new_shards, prepared, train_rows, config)
+    data = report_dict(r)
     atomic_write_bytes(out_dir / "report.json", json.dumps(data, ensure_ascii=False, indent=2).encode())
-    md = report_markdown(data, prepared, train_rows, list(config.ingest.compare_tokenizers))
-    atomic_write_bytes(out_dir / "report.md", md.encode())
+    atomic_write_bytes(out_dir / "report.md", report_markdown(data, r).encode())
     plot_shares(data, out_dir / "shares.png")
     return data
-
-
-def corpus_table(prepared: Prepared, compare: list[str]) -> str:
-    """The kept corpus per source and per language, as a terminal table."""
-    everything = np.arange(len(prepared.table.tokens))
-    return "\n\n".join([
-        format_table("source", measure_prepared(prepared, everything, "source", compare), prepared.tokenizer_name),
-        format_table("language", measure_prepared(prepared, everything, "language", compare), prepared.tokenizer_name),
-    ])

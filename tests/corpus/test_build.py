@@ -7,13 +7,13 @@ import json
 import shutil
 from collections import Counter
 
-import numpy as np
 import pytest
 import regex
 
 from corpus.build import BuildConfig, BuildError, build
 from corpus.clean import CleanConfig, clean_document
 from corpus.cli import main
+from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig
 from corpus.shards import Manifest, read_shard
 from corpus.verify import documents, verify_shards
@@ -21,6 +21,7 @@ from fertility.text import iter_documents, parse_text_arg
 from fertility.tokenizers import load_tokenizer
 
 MAX_CHARS = 120_000
+QUIET = ExecutorConfig(workers=1, progress=False)
 MIX = {"bn": 0.6, "en": 0.4}
 _BENGALI = regex.compile(r"\p{Bengali}")
 
@@ -41,7 +42,7 @@ def _config(sample_dir, **overrides) -> BuildConfig:
 def built(tmp_path_factory, sample_dir):
     out = tmp_path_factory.mktemp("shards")
     config = _config(sample_dir)
-    manifest, prepared = build(config, out, progress=False)
+    manifest, prepared = build(config, out, executor=QUIET)
     return out, config, manifest
 
 
@@ -138,11 +139,11 @@ def test_report_shows_units_and_inversion(built):
 def test_rerun_is_a_no_op_and_other_args_need_append(built, sample_dir, tmp_path):
     out, config, manifest = built
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    again, prepared = build(config, out, progress=False)
+    again, prepared = build(config, out, executor=QUIET)
     assert prepared is None and again == manifest
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     with pytest.raises(BuildError, match="--append"):
-        build(_config(sample_dir, seed=8), out, progress=False)
+        build(_config(sample_dir, seed=8), out, executor=QUIET)
 
 
 def test_append_requires_the_same_tokenizer(built, sample_dir, tmp_path):
@@ -151,10 +152,10 @@ def test_append_requires_the_same_tokenizer(built, sample_dir, tmp_path):
     shutil.copytree(out, copy)
     other = _config(sample_dir, ingest=IngestConfig(tokenizer="o200k_base", unit_docs=200, max_chars=MAX_CHARS))
     with pytest.raises(BuildError, match="tokenizer"):
-        build(other, copy, append=True, progress=False)
+        build(other, copy, append=True, executor=QUIET)
     assert Manifest.load(copy) == manifest
     small = _config(sample_dir, seed=9, tokens=10_000, ingest=IngestConfig(tokenizer="gpt2", unit_docs=200, max_chars=40_000))
-    appended, _ = build(small, copy, append=True, progress=False)
+    appended, _ = build(small, copy, append=True, executor=QUIET)
     names = [s.file for s in appended.shards]
     assert names[:len(manifest.shards)] == [s.file for s in manifest.shards]
     assert len(set(names)) == len(names) > len(manifest.shards)
@@ -202,7 +203,8 @@ def test_plan_command_writes_no_shards(sample_dir, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "WARNING: en:" in text and "epochs" in text
     assert not list(out.glob("*.bin")) and not (out / "manifest.json").exists()
-    assert np.all([p.suffix in (".npy", ".npz") for p in (out / ".work" / "units").iterdir()])
+    # The ingest stays in OUT/.work for a later build: the task's token and metadata files.
+    assert sorted(p.name for p in (out / ".work" / "t1" / "docs").iterdir()) == ["00000.meta.npz", "00000.tokens"]
 
 
 def test_inspect_reports_damage(built, tmp_path, capsys):
@@ -230,7 +232,7 @@ def test_jsonl_field_source(sample_dir, tmp_path, gpt2):
                     encoding="utf-8")
     config = BuildConfig(sources=[f"bn={path}:body"], tokens=5_000, mix={"bn": 1.0}, val_tokens=1_000,
                          ingest=IngestConfig(tokenizer="gpt2"))
-    manifest, _ = build(config, tmp_path / "out", progress=False)
+    manifest, _ = build(config, tmp_path / "out", executor=QUIET)
     assert manifest.sources[0]["field"] == "body"
     texts = {gpt2.decode(doc.tolist()) for s in manifest.shards
              for doc in documents(read_shard(tmp_path / "out" / s.file), gpt2.bos_id)}

@@ -1,18 +1,23 @@
-"""Kill a build mid-way, rerun the same command: the shard directory is byte-identical to an uninterrupted one."""
+"""Kill a build (SIGKILL to its whole process group) in the MinHash bucket stage and while packing, rerun the
+same command: only the remaining tasks run, and every output file is byte-identical to an uninterrupted build.
+
+The kills are deterministic: ``corpus.faults`` (``CORPUS_FAULT=STAGE:INDEX``) makes the build kill itself at
+a chosen task, so nothing here waits on time.
+"""
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from corpus.cli import main
+from corpus.faults import FAULT_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,66 +27,42 @@ def _argv(sample_dir, out, workers):
             "--source", f"en={sample_dir}/en/wiki-en-chinapedia.txt.gz", "--max-chars", "150000",
             "--tokenizer", "gpt2", "--mix", "bn=0.5,en=0.5", "--tokens", "6e4", "--val-tokens", "3000",
             "--shard-tokens", "1500", "--unit-docs", "100", "--seed", "3", "--out", str(out),
-            "--workers", str(workers), "--no-progress"]
+            "--workers", str(workers), "--tasks", "2", "--no-progress"]
 
 
-def _run_until(argv, ready, timeout=120.0) -> bool:
-    """Start the build in a subprocess and SIGKILL it once ``ready()``; True if it was killed mid-way."""
-    proc = subprocess.Popen([sys.executable, "-m", "corpus", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + timeout
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            if ready():
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                return True
-            time.sleep(0.005)
-        return False
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+def _killed_at(argv, fault: str) -> int:
+    """Run the build in its own process group with the fault armed; its exit status."""
+    proc = subprocess.run([sys.executable, "-m", "corpus", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True, env=os.environ | {FAULT_ENV: fault},
+                          timeout=300)
+    return proc.returncode
 
 
-def _units_committed(work: Path, n: int):
-    def ready() -> bool:
-        try:
-            saved = json.loads((work / "ingest.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        return sum(len(s["units"]) for s in saved["sources"]) >= n
-    return ready
-
-
-def _shards_written(work: Path, n: int):
-    def ready() -> bool:
-        try:
-            return len(json.loads((work / "pack.json").read_text())["done"]) >= n
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-    return ready
-
-
-def _contents(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file() and p.suffix != ".png"}
+def sha256_of_outputs(directory: Path) -> dict[str, str]:
+    """sha256 of every file of a shard directory (the work folder excluded)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 @pytest.mark.slow
-def test_kill_and_resume_is_byte_identical(sample_dir, tmp_path):
+def test_kill_in_dedup_and_packing_then_resume_is_byte_identical(sample_dir, tmp_path):
     reference = tmp_path / "reference"
     assert main(_argv(sample_dir, reference, 1)) == 0
 
     out = tmp_path / "resumed"
-    work = out / ".work"
-    assert _run_until(_argv(sample_dir, out, 1), _units_committed(work, 3)), "build finished before the kill"
+    stage = out / ".work" / "t2"
+    assert _killed_at(_argv(sample_dir, out, 1), "buckets:2") == -signal.SIGKILL
     assert not (out / "manifest.json").exists()
-    saved = json.loads((work / "ingest.json").read_text())
-    assert not all(s["done"] for s in saved["sources"])
-    # Second interruption, during packing when it can be caught; then finish with two workers.
-    _run_until(_argv(sample_dir, out, 1), _shards_written(work, 5))
+    ingest_done = sorted(p.name for p in (stage / "logs" / "ingest" / "completions").iterdir())
+    buckets_done = sorted(p.name for p in (stage / "logs" / "buckets" / "completions").iterdir())
+    assert ingest_done == ["00000", "00001"] and buckets_done == ["00000", "00001"]
+    first_tokens = (stage / "docs" / "00000.tokens").stat().st_mtime_ns
+
+    assert _killed_at(_argv(sample_dir, out, 1), "pack:3") == -signal.SIGKILL
+    assert (stage / "docs" / "00000.tokens").stat().st_mtime_ns == first_tokens  # ingest tasks were not rerun
+    assert len(list(out.glob("*.bin"))) == 3
     assert main(_argv(sample_dir, out, 2)) == 0
 
-    assert _contents(out) == _contents(reference)
-    assert any(name.endswith(".bin") for name in _contents(out))
-    assert not work.exists()
+    assert sha256_of_outputs(out) == sha256_of_outputs(reference)
+    assert any(name.endswith(".bin") for name in sha256_of_outputs(out))
+    assert not (out / ".work").exists()

@@ -1,0 +1,220 @@
+"""The ingest as datatrove pipeline steps: read -> canonical form, cleaning, filters -> tokenize and store ->
+MinHash signatures (datatrove's first MinHash stage).
+
+One task runs the four steps over its partition of the sources (``corpus.sources.partition``) and leaves, in
+the work folder: ``docs/RANK.tokens`` (the documents' token ids, uint32, no BOS, back to back),
+``docs/RANK.meta.npz`` (per document: canonical id, source, token count, characters, UTF-8 bytes, exact-dedup
+key, comparison token counts; in the order the signature step numbers them), ``counters/RANK.STEP.json``
+(what reading and cleaning counted per source) and datatrove's signature files. Nothing here is decided
+across tasks; duplicates are decided later from these files (``corpus.dedup``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter, deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
+
+import numpy as np
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.io import get_datafolder
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes, words
+from corpus.dedup import DedupConfig, exact_key, minhash_config
+from corpus.faults import checkpoint
+from corpus.progress import TaskProgress
+from corpus.sources import partition
+from fertility.text import TextSource
+
+BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
+
+
+def _write_counters(work_url: str, rank: int, step: str, counters: list[Counter]) -> None:
+    with get_datafolder(work_url).open(f"counters/{rank:05d}.{step}.json", "w") as f:
+        json.dump([dict(c) for c in counters], f, sort_keys=True)
+
+
+class ReadSources(PipelineStep):
+    """Reader: the task's partition of every source, as datatrove documents in canonical order."""
+
+    type = "📖 - READER"
+    name = "sources"
+
+    def __init__(self, sources: list[TextSource], work_url: str, *, unit_docs: int, max_chars: int | None,
+                 bad_utf8: str, min_language_score: float | None):
+        super().__init__()
+        self.sources, self.work_url = sources, work_url
+        self.unit_docs, self.max_chars, self.bad_utf8 = unit_docs, max_chars, bad_utf8
+        self.min_language_score = min_language_score
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        counters = [Counter() for _ in self.sources]
+        progress = TaskProgress(self.work_url, "ingest", rank)
+        for doc in partition(self.sources, rank, world_size, unit_docs=self.unit_docs, max_chars=self.max_chars,
+                             bad_utf8=self.bad_utf8, min_language_score=self.min_language_score, counters=counters):
+            self.stat_update("documents")
+            progress.add(1, len(doc.text.encode("utf-8")), doc.done)
+            yield Document(text=doc.text, id=str(doc.uid), metadata={"source": doc.source, "uid": doc.uid})
+        progress.done = 1.0
+        progress.flush()
+        _write_counters(self.work_url, rank, "read", counters)
+
+
+class CleanAndFilter(PipelineStep):
+    """The canonical form, cleaning and quality filters (``corpus.clean``), in batches of one source."""
+
+    type = "🔻 - FILTER"
+    name = "clean"
+
+    def __init__(self, languages: list[str], clean: CleanConfig, dedup_ngram: int, work_url: str):
+        super().__init__()
+        self.languages, self.clean, self.dedup_ngram, self.work_url = languages, clean, dedup_ngram, work_url
+
+    def _batch(self, docs: list[Document], counters: list[Counter]) -> Iterator[Document]:
+        source = docs[0].metadata["source"]
+        for doc, kept in zip(docs, clean_and_filter_batch([d.text for d in docs], self.languages[source],
+                                                          self.clean, counters[source]), strict=True):
+            if kept is None:
+                self.stat_update("dropped")
+                continue
+            doc.text = kept.text
+            doc.metadata["key"] = exact_key(kept.words)
+            doc.metadata["grams"] = (kept.grams if self.dedup_ngram == self.clean.ngram
+                                     else ngram_hashes(kept.words, self.dedup_ngram))
+            yield doc
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        counters = [Counter() for _ in self.languages]
+        batch: list[Document] = []
+        for doc in data:
+            if batch and (len(batch) >= BATCH_DOCS or batch[0].metadata["source"] != doc.metadata["source"]):
+                yield from self._batch(batch, counters)
+                batch = []
+            batch.append(doc)
+        if batch:
+            yield from self._batch(batch, counters)
+        _write_counters(self.work_url, rank, "clean", counters)
+
+
+def _npz_bytes(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+class TokenizeAndStore(PipelineStep):
+    """Tokenize (and count with the comparison tokenizers), append the tokens to the task's token file, keep
+    the per-document metadata, and pass every document on to the signature step."""
+
+    type = "🔢 - TOKENIZER"
+    name = "tokenize"
+
+    def __init__(self, tokenizer: str, tokenizer_dir: str | None, compare: list[str], work_url: str):
+        super().__init__()
+        self.tokenizer, self.tokenizer_dir, self.compare, self.work_url = tokenizer, tokenizer_dir, compare, work_url
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        from fertility.tokenizers import load_tokenizer
+
+        tok = load_tokenizer(self.tokenizer, self.tokenizer_dir)
+        compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]
+        meta: dict[str, list] = {k: [] for k in ("uid", "source", "tokens", "chars", "bytes", "keys", "compare")}
+        folder = get_datafolder(self.work_url)
+
+        def encode(texts: list[str]) -> tuple[list, list]:
+            return tok.encode_ids(texts), [[len(x) for x in c.encode_ids(texts)] for c in compare]
+
+        # A thread tokenizes (natively, outside the GIL) while this one cleans the next batch; two batches
+        # wait at most, so a slow batch on either side stalls neither and memory stays bounded.
+        pending: deque = deque()
+        with folder.open(f"docs/{rank:05d}.tokens", "wb") as out, ThreadPoolExecutor(max_workers=1) as pool:
+            for batch in _batches(data, BATCH_DOCS):
+                pending.append((batch, pool.submit(encode, [d.text for d in batch])))
+                if len(pending) > 2:
+                    yield from self._store(*pending.popleft(), out, meta)
+            while pending:
+                yield from self._store(*pending.popleft(), out, meta)
+        arrays = {k: np.array(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
+        arrays["keys"] = np.frombuffer(b"".join(meta["keys"]), dtype=np.uint8).reshape(-1, 16)
+        arrays["compare"] = np.array(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
+        with folder.open(f"docs/{rank:05d}.meta.npz", "wb") as f:
+            f.write(_npz_bytes(**arrays))
+
+    def _store(self, docs: list[Document], encoded: Future, out, meta: dict[str, list]) -> Iterator[Document]:
+        ids, counts = encoded.result()
+        out.write(np.fromiter(chain.from_iterable(ids), dtype="<u4", count=sum(len(x) for x in ids)).tobytes())
+        for i, (doc, tokens) in enumerate(zip(docs, ids, strict=True)):
+            meta["uid"].append(doc.metadata["uid"])
+            meta["source"].append(doc.metadata["source"])
+            meta["tokens"].append(len(tokens))
+            meta["chars"].append(len(doc.text))
+            meta["bytes"].append(len(doc.text.encode("utf-8")))
+            meta["keys"].append(doc.metadata.pop("key"))
+            meta["compare"].append([c[i] for c in counts])
+            yield doc
+        self.stat_update("tokens", value=sum(len(x) for x in ids))
+
+
+def _batches(data: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
+    batch: list[Document] = []
+    for doc in data:
+        batch.append(doc)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _Words(WordTokenizer):
+    """Our word split (``corpus.clean.words``), so that datatrove needs no language-specific tokenizer."""
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return words(text)
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return [text]
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [(0, len(text))]
+
+
+class Signatures(MinhashDedupSignature):
+    """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed)."""
+
+    def __init__(self, output_folder: str, dedup: DedupConfig):
+        super().__init__(output_folder, minhash_config(dedup), language=_Words())
+        self._grams: np.ndarray | None = None
+
+    def get_shingles(self, text: str) -> np.ndarray:
+        # The cleaning step already hashed this document's word n-grams; _documents handed them over.
+        return self._grams.reshape(-1, 1)
+
+    def _documents(self, data: DocumentsPipeline) -> DocumentsPipeline:
+        for doc in data:
+            self._grams = doc.metadata.pop("grams")
+            yield doc
+
+    def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1):
+        return super().run(self._documents(data), rank, world_size)
+
+
+class FaultPoint(PipelineStep):
+    """A stage's first step: where ``corpus.faults`` can kill a build (tests of resume)."""
+
+    name = "fault point"
+    type = "🧪 - TEST"
+
+    def __init__(self, stage: str):
+        super().__init__()
+        self.stage = stage
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        checkpoint(self.stage, rank)
+        return data

@@ -1,0 +1,154 @@
+"""The same bytes whatever runs the pipeline: the local executor with 1 and 2 tasks, and Ray (a local instance
+with 2 CPUs, started once for this module); a FineWeb-2-schema parquet file set as a source, offline."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from corpus.build import BuildConfig, build
+from corpus.executors import ExecutorConfig
+from corpus.ingest import IngestConfig
+from corpus.sources import parse_source
+from fertility.text import iter_documents, parse_text_arg
+
+
+def _sha256(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _fineweb2_parquet(sample_dir: Path, folder: Path) -> None:
+    """Two parquet files in FineWeb-2's schema, from the sample's Bangla text; every third row scores low."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = [d.text for d in iter_documents(parse_text_arg(f"bn={sample_dir}/bn/poems-pd-banglakosh.txt.gz"),
+                                            max_chars=60_000)]
+    folder.mkdir()
+    for part, rows in enumerate((texts[: len(texts) // 2], texts[len(texts) // 2:])):
+        n = len(rows)
+        pq.write_table(pa.table({
+            "text": rows, "id": [f"<urn:uuid:{part}-{i}>" for i in range(n)], "dump": ["CC-MAIN-2024-10"] * n,
+            "url": [f"https://example.org/{part}/{i}" for i in range(n)], "date": ["2024-02-20T00:00:00Z"] * n,
+            "file_path": ["s3://commoncrawl/x.warc.gz"] * n, "language": ["ben"] * n,
+            "language_score": [0.5 if i % 3 == 0 else 0.99 for i in range(n)], "language_script": ["Beng"] * n,
+            "minhash_cluster_size": [1] * n, "top_langs": ['{"ben_Beng_score": 0.99}'] * n,
+        }), folder / f"{part:03d}_00000.parquet")
+
+
+@pytest.fixture(scope="module")
+def config(sample_dir, tmp_path_factory) -> BuildConfig:
+    parquet = tmp_path_factory.mktemp("fineweb2") / "ben_Beng"
+    _fineweb2_parquet(sample_dir, parquet)
+    ingest = IngestConfig(tokenizer="gpt2", unit_docs=50, max_chars=None, min_language_score=0.872)
+    return BuildConfig(sources=[f"bn={parquet}/*.parquet", f"en={sample_dir}/en/wiki-en-chinapedia.txt.gz"],
+                       tokens=30_000, mix={"bn": 0.6, "en": 0.4}, seed=5, val_tokens=2_000, shard_tokens=4_000,
+                       ingest=ingest)
+
+
+@pytest.fixture(scope="module")
+def local_one(config, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("local1")
+    status = tmp_path_factory.mktemp("status") / "status.json"
+    build(config, out, executor=ExecutorConfig(workers=1, tasks=1, progress=False, status_file=str(status)))
+    (out.parent / "status.json").write_bytes(status.read_bytes())
+    return out
+
+
+def test_status_file_shows_every_stage_done(local_one):
+    import json
+
+    stages = json.loads((local_one.parent / "status.json").read_text())["stages"]
+    assert [s["stage"] for s in stages] == ["ingest", "buckets", "pack"]
+    assert all(s["done"] and s["tasks_done"] == s["tasks"] and s["eta_s"] == 0 for s in stages)
+    assert stages[0]["documents"] > 0 and stages[0]["bytes"] > stages[0]["documents"]
+    assert stages[2]["documents"] == stages[2]["total_documents"] > 0
+
+
+def test_hub_file_sets_are_fsspec_urls():
+    source = parse_source("bn=hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet")
+    assert (source.lang, source.field) == ("bn", "text")
+    assert source.spec == "hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet"
+    assert parse_source("en=s3://bucket/edu/*.jsonl.gz:body").field == "body"
+
+
+def test_fineweb2_parquet_source_filters_by_language_score(local_one):
+    import json
+
+    report = json.loads((local_one / "report.json").read_text())
+    bn = next(s for s in report["sources"] if s["language"] == "bn")
+    assert bn["counters"]["drop_language_score"] > 0
+    assert bn["kept"]["documents"] > 0 and bn["name"].endswith("*.parquet")
+
+
+@pytest.mark.slow
+def test_local_two_tasks_equals_one(config, local_one, tmp_path):
+    build(config, tmp_path, executor=ExecutorConfig(workers=2, tasks=2, progress=False))
+    assert _sha256(tmp_path) == _sha256(local_one)
+
+
+@pytest.mark.slow
+def test_ray_equals_local(config, local_one, tmp_path):
+    ray = pytest.importorskip("ray")
+    # No --ray-address: the build starts a local Ray instance with --workers (2) CPUs and stops it.
+    build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
+    assert not ray.is_initialized()
+    assert _sha256(tmp_path) == _sha256(local_one)
+
+
+def test_unreadable_file_sets_fail_before_any_work(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.cli import main
+
+    pq.write_table(pa.table({"text": ["এক দুই তিন চার পাঁচ ছয় সাত আট"]}), tmp_path / "a.parquet")
+    common = ["--tokenizer", "gpt2", "--mix", "bn=1", "--tokens", "100", "--workers", "1", "--no-progress"]
+    out = tmp_path / "out"
+    assert main(["build", "--source", f"bn={tmp_path}/*.parquet", "--min-language-score", "0.9", "--out", str(out),
+                 *common]) == 2
+    assert "a.parquet: no column 'language_score'" in capsys.readouterr().err
+    assert main(["build", "--source", f"bn={tmp_path}/*.parquet:body", "--out", str(out), *common]) == 2
+    assert "no column 'body'" in capsys.readouterr().err
+    assert main(["build", "--source", f"bn={tmp_path}/*.jsonl", "--out", str(out), *common]) == 2
+    assert "matches no files" in capsys.readouterr().err
+    assert not (out / ".work" / "t1").exists()
+
+
+def test_work_folder_on_an_fsspec_filesystem(config, local_one, tmp_path):
+    import fsspec
+
+    # memory:// stands in for s3:// or gs:// (it lives in this process, so one in-process task).
+    build(config, tmp_path, executor=ExecutorConfig(workers=1, tasks=1, progress=False),
+          work_dir="memory://corpus-work")
+    assert _sha256(tmp_path) == _sha256(local_one)
+    assert not fsspec.filesystem("memory").exists("/corpus-work")
+
+
+def test_fineweb2_preset_fills_options_left_at_their_defaults():
+    from corpus.cli import _config, parser
+
+    args = parser().parse_args(["plan", "--source", "bn=x.parquet", "--tokenizer", "gpt2", "--mix", "bn=1",
+                                "--tokens", "10", "--preset", "fineweb2-ben", "--max-dup-line-share", "0.2"])
+    config = _config(args)
+    assert config.ingest.min_language_score == 0.872
+    assert config.ingest.clean.max_dup_ngram_share == 0.099
+    assert config.ingest.clean.max_dup_line_share == 0.2  # given explicitly
+
+
+def test_a_single_parquet_file_is_filtered_by_language_score_too(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpus.sources import partition
+
+    pq.write_table(pa.table({"text": ["এক দুই", None, "তিন চার", "পাঁচ ছয়"], "language_score": [0.9, 0.9, 0.5, 0.95]}),
+                   tmp_path / "one.parquet")
+    counters = [{}]
+    docs = list(partition([parse_source(f"bn={tmp_path}/one.parquet")], 0, 1, unit_docs=10, max_chars=None,
+                          bad_utf8="fail", min_language_score=0.872, counters=counters))
+    assert [d.text for d in docs] == ["এক দুই", "পাঁচ ছয়"]
+    assert [d.uid for d in docs] == [0, 3]  # the row, nulls and filtered rows counted
+    assert counters[0]["drop_language_score"] == 1
