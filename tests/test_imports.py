@@ -21,7 +21,7 @@ def _module_name(path: Path) -> str:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports (``from a import b`` counts ``a.b`` where that is a module)."""
+    """module -> the project modules it imports (``from a import b`` counts ``a.b`` where that is a module, else ``a``)."""
     modules = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -30,10 +30,12 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets.add(node.module)
-                targets.update(f"{node.module}.{a.name}" for a in node.names)
+                # `from pkg import submodule` imports the submodule (its package is already being imported);
+                # `from module import name` imports the module.
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    targets.add(sub if sub in modules else node.module)
         graph[name] = {t for t in targets if t in modules and t != name}
-    # A package's __init__ re-exports; importing "fertility" is importing its __init__.
     return graph
 
 
