@@ -296,9 +296,10 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
     tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
     info = tokenizer_info(tok, config.ingest.tokenizer)
     existing = _check_existing(out_dir, info, args, append)
-    if existing is not None and {k: v for k, v in existing.arguments.items() if k != "previous"} == args:
-        return existing, None
     work_url = _work_url(out_dir, work_dir)
+    if existing is not None and {k: v for k, v in existing.arguments.items() if k != "previous"} == args:
+        _finish(out_dir, work_url, keep_work)
+        return existing, None
     if executor.status_file is None and "://" not in work_url:
         executor = replace(executor, status_file=str(Path(work_url) / "status.json"))
     _remove_stale_temp_files(out_dir)
@@ -328,7 +329,8 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
         dtype_found, count = read_header(out_dir / s.file)
         if dtype_found != dtype or count != s.tokens:
             raise ShardError(f"{out_dir / s.file}: wrote {count} {dtype_found} tokens, expected {s.tokens} {dtype}")
-    manifest.save(out_dir)
+    # The report first, the manifest last: manifest.json is what marks the build finished (a rerun then does
+    # nothing), so everything it promises, the report and shares.png included, must already be on disk.
     compare = list(config.ingest.compare_tokenizers)
     write_report(out_dir, ReportInput(
         tokenizer=info, tokenizer_name=prepared.tokenizer_name, compare=compare, states=prepared.states,
@@ -338,10 +340,18 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
         validation={lang: measure_rows(prepared, rows, "language").get(lang, Totals())
                     for lang, rows in prepared.val.items()},
         plan=prepared.plan, new_shards=new_shards, shards_in_manifest=len(manifest.shards)))
+    manifest.save(out_dir)
+    checkpoint("manifest", 0)
+    _finish(out_dir, work_url, keep_work)
+    return manifest, prepared
+
+
+def _finish(out_dir: Path, work_url: str, keep_work: bool) -> None:
+    """The clean-up after the manifest is written; a rerun of a finished build repeats it (a kill may have cut
+    it short)."""
     (out_dir / PACK_PROGRESS).unlink(missing_ok=True)
     if not keep_work:
         _remove_work(work_url)
-    return manifest, prepared
 
 
 def _remove_stale_temp_files(*directories: Path) -> None:

@@ -6,7 +6,7 @@ It shows what cleaning and dedup removed per source, the corpus side by side in 
 
 from __future__ import annotations
 
-import json
+import io
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from corpus.ingest import SourceIngest
 from corpus.measure import Totals, shares
 from corpus.plan import Plan, format_plan
 from corpus.shards import ShardInfo, TokenizerInfo
-from fertility.fileio import atomic_write_bytes
+from fertility.fileio import atomic_write_bytes, atomic_write_text, write_json
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -140,13 +140,15 @@ def plot_shares(data: dict, path: Path) -> None:
     axes[1].legend(loc="upper right", fontsize=8)
     fig.suptitle("The same text in characters, bytes and tokens")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def write_report(out_dir: Path, r: ReportInput) -> dict:
     """Write ``report.json``, ``report.md`` and ``shares.png`` into ``out_dir``; returns the JSON data."""
     data = report_dict(r)
-    atomic_write_bytes(out_dir / "report.json", json.dumps(data, ensure_ascii=False, indent=2).encode())
-    atomic_write_bytes(out_dir / "report.md", report_markdown(data, r).encode())
+    write_json(out_dir / "report.json", data)
+    atomic_write_text(out_dir / "report.md", report_markdown(data, r))
     plot_shares(data, out_dir / "shares.png")
     return data

@@ -66,3 +66,18 @@ def test_kill_in_dedup_and_packing_then_resume_is_byte_identical(sample_dir, tmp
     assert sha256_of_outputs(out) == sha256_of_outputs(reference)
     assert any(name.endswith(".bin") for name in sha256_of_outputs(out))
     assert not (out / ".work").exists()
+
+
+@pytest.mark.slow
+def test_kill_just_after_the_manifest_then_rerun_finishes_the_clean_up(sample_dir, tmp_path):
+    """Finding: a build killed just after manifest.json was written reported "already built" on rerun with
+    shares.png missing (the report links it) and the work folder left behind. The manifest is now written
+    last, after the report, and a rerun of a finished build finishes its clean-up."""
+    out = tmp_path / "out"
+    assert _killed_at(_argv(sample_dir, out, 1), "manifest:0") == -signal.SIGKILL
+    assert (out / "manifest.json").exists() and (out / ".work").exists()
+    for name in ("report.json", "report.md", "shares.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert main(_argv(sample_dir, out, 1)) == 0
+    assert not (out / ".work").exists()
+    assert "shares.png" in (out / "report.md").read_text(encoding="utf-8")
