@@ -190,7 +190,7 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
 
     def record(file: str, sha: str) -> None:
         done[file] = sha
-        atomic_write_bytes(progress_path, json.dumps({"layout": layout, "done": done}, indent=1).encode())
+        write_json(progress_path, {"layout": layout, "done": done})
         bar.update(sizes[file])
         if on_shard is not None:
             on_shard(len(done), sum(documents[f] for f in done))
