@@ -17,6 +17,7 @@ from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
+from fertility import clihelp
 from fertility.text import TextError
 from fertility.tokenizers import TokenizerLoadError
 
@@ -196,19 +197,25 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="corpus", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="clean, dedup, mix in tokens and write token shards + manifest + report")
+    p = clihelp.parser("corpus", __doc__)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    b = sub.add_parser("build", help="clean, dedup, mix in tokens and write token shards + manifest + report",
+                       description="Clean, dedup, mix in tokens and write token shards, their manifest and a report.",
+                       formatter_class=clihelp.HelpFormatter)
     _add_build_args(b, out_required=True)
     b.add_argument("--append", action="store_true",
                    help="add shards to an existing shard directory (same tokenizer required)")
     b.add_argument("--keep-work", action="store_true", help="keep the work folder (the stages' files) after the build")
     b.set_defaults(func=_cmd_build)
-    pl = sub.add_parser("plan", help="measure the sources and print the mixture plan; writes no shards")
+    pl = sub.add_parser("plan", help="measure the sources and print the mixture plan; writes no shards",
+                        description="Measure the sources and print the mixture plan; writes no shards.",
+                        formatter_class=clihelp.HelpFormatter)
     _add_build_args(pl, out_required=False)
     pl.add_argument("--json", action="store_true", help="also print the plan as JSON")
     pl.set_defaults(func=_cmd_plan)
-    i = sub.add_parser("inspect", help="print a shard directory's manifest summary and verify its shards")
+    i = sub.add_parser("inspect", help="print a shard directory's manifest summary and verify its shards",
+                       description="Print a shard directory's manifest summary and verify its shards.",
+                       formatter_class=clihelp.HelpFormatter)
     i.add_argument("dir")
     i.add_argument("--recount", action="store_true",
                    help="decode every training document and recount tokens per language by script")

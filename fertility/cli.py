@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fertility import clihelp
 from fertility.analysis import analyze
 from fertility.errors import InputError
 from fertility.fileio import OutputPathError, check_output_dir
@@ -23,9 +24,11 @@ DEFAULT_DETAIL_EVERY = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fertility", description="How tokenizers treat each script and language.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html")
+    parser = clihelp.parser("fertility", "How tokenizers treat each script and language.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html",
+                         description="Measure tokenizers on labelled text; write report.json, report.md and "
+                                     "report.html.", formatter_class=clihelp.HelpFormatter)
     rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC",
                      help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
     rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH",

@@ -20,10 +20,16 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
     """Descriptions as written (paragraphs and examples kept), every option's default shown."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        # No "(default: None)" / "(default: False)" noise for options without a meaningful default.
-        if action.default in (None, False, [], "", argparse.SUPPRESS) or "%(default)" in (action.help or ""):
-            return action.help or ""
+        # No "(default: None)" / "(default: False)" noise for options without a meaningful default, and no
+        # second default where the help already names one.
+        text = action.help or ""
+        if action.default in (None, False, [], "", argparse.SUPPRESS) or "default" in text.lower():
+            return text
         return super()._get_help_string(action)
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        # One convention in every command: N for a count, X for a number, else the option's name.
+        return {int: "N", float: "X"}.get(action.type, action.dest.upper())
 
 
 def parser(prog: str, doc: str | None = None, **kwargs) -> argparse.ArgumentParser:
