@@ -109,7 +109,8 @@ def train_whole_grapheme_bpe(lines: Iterable[str], vocab_size: int, special_toke
     n_learned = vocab_size - len(vocab)
     if n_learned < 0:
         raise ValueError(f"whole graphemes: the {len(kept)} units of the text and their building blocks need "
-                         f"{len(vocab)} tokens, more than the vocabulary of {vocab_size}")
+                         f"{len(vocab)} tokens, more than the vocabulary of {vocab_size}; give a larger vocabulary "
+                         "(or --whole-graphemes off)")
 
     def sequences() -> Iterator[str]:
         for piece, n in pieces.items():

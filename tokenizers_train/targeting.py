@@ -53,6 +53,7 @@ class Round:
     seconds: float
     probe: bool = False  # a short round on a small sample, only to fit the share -> chars/token curve
     sample_chars: int = 0
+    tokenizer_file: str = "tokenizer.json"  # in the round's checkpoint folder
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -45,7 +45,7 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
     assert main(_args(small_texts, out, "--vocab-size", "1024")) == 2
     assert (out / "naive").is_dir()
     # with --overwrite the new run replaces it whole, once it has succeeded
-    assert main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--overwrite")) == 0
+    assert main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--whole-graphemes", "off", "--overwrite")) == 0
     assert not (out / "naive").exists()
     assert json.loads((out / "training_report.json").read_text())["tokenizer"]["vocab_size"] == 512
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
@@ -53,7 +53,7 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
 
 def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_path, capsys):
     out = tmp_path / "tok"
-    code = main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--target", "bn=40,en=40",
+    code = main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--whole-graphemes", "off", "--target", "bn=40,en=40",
                       "--max-rounds", "2"))
     err = capsys.readouterr().err
     assert code == 3
