@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import sentencepiece as spm
@@ -26,7 +27,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from tqdm.auto import tqdm
 
 from corpus.normalize import normalize
-from tokenizers_train import graphemes
+from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
 BACKENDS = ("hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe")
@@ -34,6 +35,7 @@ N_RESERVED = 5
 SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
 VOCAB_MULTIPLE = 64
 BYTE_ALPHABET = 256
+SPM_CHECK_LINES = 2000
 # Stage-2 symbols: each stage-1 token becomes one private-use character (planes 15 and 16).
 _PUA_BASE = 0xF0000
 _PUA_SIZE = 0x10FFFE - _PUA_BASE
@@ -264,7 +266,12 @@ def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
     finally:
         text_path.unlink(missing_ok=True)
     (out_dir / "tokenizer.vocab").unlink(missing_ok=True)
-    return out_dir / "tokenizer.model"
+    model = out_dir / "tokenizer.model"
+    try:  # the same tokenizer for transformers, checked against sentencepiece on the head of the sample
+        spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
+    except spm_convert.ConversionError as e:
+        raise TrainingError(f"{config.backend}: the tokenizer.json written beside the model would differ: {e}") from None
+    return model
 
 
 def spm_encode(processor: spm.SentencePieceProcessor, text: str) -> list[int]:

@@ -187,7 +187,9 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
 def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
     """OUT's content in ``tmp``: the chosen tokenizer, the naive one, the fertility and training reports."""
     final = tmp / t.tokenizer.name
-    shutil.copyfile(t.tokenizer, final)
+    for path in t.tokenizer.parent.iterdir():  # sentencepiece: tokenizer.model and its tokenizer.json
+        if path.name != checkpoint.DONE:
+            shutil.copyfile(path, tmp / path.name)
     compare = [_named(str(final), f"script-aware-{t.train_config.backend}")]
     if t.naive is not None:
         (tmp / "naive").mkdir()
