@@ -1,7 +1,7 @@
 """Does a tokenizer help a model? The `tiny` GPT trained with each tokenizer on the same text for the same
 compute, compared by validation bits per character per language.
 
-    python benchmarks/bench_model.py --data ../shared/data --out OUT [--vocab-size 8192] [--steps 600]
+    python benchmarks/bench_model.py --data ../shared/data --out OUT [--vocab-size 8192] [--steps 150]
 
 Three tokenizers are trained by ``tokenizers-train`` on the same sample at the same vocabulary and shares:
 GPT-2's recipe (``naive``), the script-aware split with byte-level merges (``script-aware``,
@@ -57,8 +57,8 @@ def main() -> None:
     p.add_argument("--max-chars", type=int, default=3_000_000, help="characters read from each file")
     p.add_argument("--tokens", type=int, default=2_000_000, help="training tokens in the shards")
     p.add_argument("--val-tokens", type=int, default=50_000, help="validation tokens per language")
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--global-batch-tokens", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--global-batch-tokens", type=int, default=2048)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tokenizers = train_tokenizers(args.data, args.out, args.vocab_size, args.max_chars)
@@ -74,7 +74,9 @@ def main() -> None:
         if not (pretrain / "eval.json").is_file():
             sh("pretrain", "launch", "--config", "tiny", "--data", str(corpus), "--out", str(pretrain),
                "--max-steps", str(args.steps), "--global-batch-tokens", str(args.global_batch_tokens),
-               "--micro-batch", "32", "--device", "cpu", "--no-supervisor", "--no-eval",
+               # one forward pass per step: tiny's context is 128 tokens
+               "--micro-batch", str(max(1, args.global_batch_tokens // 128)), "--device", "cpu",
+               "--no-supervisor", "--no-eval",
                "--set", "train.preflight_steps=1", "--set", "train.tensorboard=no",
                "--set", f"train.checkpoint_interval={args.steps}", "--set", f"train.eval_interval={args.steps}")
             sh("pretrain", "eval", "--run", str(pretrain), "--max-tokens", "0", "--samples", "0", "--device", "cpu")
