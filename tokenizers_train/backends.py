@@ -54,7 +54,7 @@ class TrainConfig:
     backend: str = "hf-bpe"
     vocab_size: int = 64000
     min_frequency: int = 2
-    # Longest token in characters (HF: in byte-level symbols, i.e. UTF-8 bytes). None: no limit.
+    # Longest token in characters (HF byte-level: in UTF-8 bytes; whole graphemes: in units). None: no limit.
     max_token_length: int | None = None
     # hf-bpe only: share of the vocabulary learned as multi-word (phrase) merges; 0 = words only.
     phrase_fraction: float = 0.0
@@ -146,6 +146,7 @@ def _train_whole_grapheme_words(config: TrainConfig, lines: Lines, vocab_size: i
     try:
         vocab, merges = graphemes.train_whole_grapheme_bpe(lines(), vocab_size, SPECIAL_TOKENS,
                                                            min_frequency=config.min_frequency,
+                                                           max_token_length=config.max_token_length,
                                                            show_progress=config.show_progress)
     except ValueError as e:
         raise TrainingError(str(e)) from None

@@ -81,9 +81,11 @@ def count_pieces(lines: Iterable[str], progress: bool) -> Counter:
 
 
 def train_whole_grapheme_bpe(lines: Iterable[str], vocab_size: int, special_tokens: list[str], *,
-                             min_frequency: int = 2, show_progress: bool = True) -> tuple[dict[str, int], list]:
+                             min_frequency: int = 2, max_token_length: int | None = None,
+                             show_progress: bool = True) -> tuple[dict[str, int], list]:
     """Byte-level BPE ``(vocab, merges)`` of ``vocab_size`` entries (special tokens first) whose tokens are whole
-    units; raises ValueError when the units alone do not fit in ``vocab_size``."""
+    units (at most ``max_token_length`` units each); raises ValueError when the units alone do not fit in
+    ``vocab_size``."""
     pieces = count_pieces(lines, show_progress)
     unit_counts: Counter = Counter()
     split = {}
@@ -121,8 +123,9 @@ def train_whole_grapheme_bpe(lines: Iterable[str], vocab_size: int, special_toke
 
     trainer_tok = Tokenizer(models.BPE())
     trainer_tok.pre_tokenizer = pre_tokenizers.Split(_SEP, behavior="removed")
+    kwargs = {"max_token_length": max_token_length} if max_token_length else {}
     trainer = trainers.BpeTrainer(vocab_size=len(kept) + n_learned, min_frequency=min_frequency,
-                                  show_progress=show_progress)
+                                  show_progress=show_progress, **kwargs)
     trainer_tok.train_from_iterator(sequences(), trainer, length=len(pieces))
     text_of = {s: to_byte_level(u) for u, s in symbol.items()}
 
