@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import sentencepiece as spm
@@ -26,6 +27,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from tqdm.auto import tqdm
 
 from corpus.normalize import normalize
+from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
 BACKENDS = ("hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe")
@@ -33,6 +35,7 @@ N_RESERVED = 5
 SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
 VOCAB_MULTIPLE = 64
 BYTE_ALPHABET = 256
+SPM_CHECK_LINES = 2000
 # Stage-2 symbols: each stage-1 token becomes one private-use character (planes 15 and 16).
 _PUA_BASE = 0xF0000
 _PUA_SIZE = 0x10FFFE - _PUA_BASE
@@ -51,10 +54,13 @@ class TrainConfig:
     backend: str = "hf-bpe"
     vocab_size: int = 64000
     min_frequency: int = 2
-    # Longest token in characters (HF: in byte-level symbols, i.e. UTF-8 bytes). None: no limit.
+    # Longest token in characters (HF byte-level: in UTF-8 bytes; whole graphemes: in units). None: no limit.
     max_token_length: int | None = None
     # hf-bpe only: share of the vocabulary learned as multi-word (phrase) merges; 0 = words only.
     phrase_fraction: float = 0.0
+    # hf-bpe only: learn merges over whole grapheme units, so that no token starts with a combining mark, ZWJ
+    # or ZWNJ (tokenizers_train.graphemes). The command turns it on for text with marks (run.resolve_train).
+    whole_graphemes: bool = False
     show_progress: bool = True
 
 
@@ -70,6 +76,8 @@ def check_config(config: TrainConfig, alphabet_size: int) -> None:
         raise TrainingError(f"phrase_fraction must be in [0, 1), got {config.phrase_fraction}")
     if config.phrase_fraction and config.backend != "hf-bpe":
         raise TrainingError(f"phrase merges exist only for hf-bpe, not {config.backend}")
+    if config.whole_graphemes and config.backend != "hf-bpe":
+        raise TrainingError(f"whole-grapheme training exists only for hf-bpe, not {config.backend}")
     if config.backend.startswith("hf-"):
         needed = BYTE_ALPHABET + len(SPECIAL_TOKENS)
         what = "the 256-byte alphabet"
@@ -115,14 +123,35 @@ def _byte_level(model, pattern: str = SCRIPT_AWARE_PATTERN) -> Tokenizer:
 
 def _train_hf_bpe(config: TrainConfig, lines: Lines) -> Tokenizer:
     n_phrase = int(config.vocab_size * config.phrase_fraction)
+    if config.whole_graphemes:
+        tok = _train_whole_grapheme_words(config, lines, config.vocab_size - n_phrase)
+    else:
+        tok = _train_byte_bpe_words(config, lines, config.vocab_size - n_phrase)
+    if n_phrase:
+        tok = _add_phrase_merges(tok, lines, n_phrase, config)
+    return tok
+
+
+def _train_byte_bpe_words(config: TrainConfig, lines: Lines, vocab_size: int) -> Tokenizer:
     tok = _byte_level(models.BPE())
     kwargs = {"max_token_length": config.max_token_length} if config.max_token_length else {}
-    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size - n_phrase, min_frequency=config.min_frequency,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=config.min_frequency,
                                   special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=config.show_progress, **kwargs)
     tok.train_from_iterator(lines(), trainer)
-    if n_phrase:
-        tok = _add_phrase_merges(tok, lines, n_phrase, config)
+    return tok
+
+
+def _train_whole_grapheme_words(config: TrainConfig, lines: Lines, vocab_size: int) -> Tokenizer:
+    try:
+        vocab, merges = graphemes.train_whole_grapheme_bpe(lines(), vocab_size, SPECIAL_TOKENS,
+                                                           min_frequency=config.min_frequency,
+                                                           max_token_length=config.max_token_length,
+                                                           show_progress=config.show_progress)
+    except ValueError as e:
+        raise TrainingError(str(e)) from None
+    tok = _byte_level(models.BPE(vocab=vocab, merges=merges))
+    tok.add_special_tokens(SPECIAL_TOKENS)
     return tok
 
 
@@ -238,7 +267,12 @@ def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
     finally:
         text_path.unlink(missing_ok=True)
     (out_dir / "tokenizer.vocab").unlink(missing_ok=True)
-    return out_dir / "tokenizer.model"
+    model = out_dir / "tokenizer.model"
+    try:  # the same tokenizer for transformers, checked against sentencepiece on the head of the sample
+        spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
+    except spm_convert.ConversionError as e:
+        raise TrainingError(f"{config.backend}: the tokenizer.json written beside the model would differ: {e}") from None
+    return model
 
 
 def spm_encode(processor: spm.SentencePieceProcessor, text: str) -> list[int]:

@@ -3,6 +3,9 @@
     tokenizers-train --text bn=bn.txt.gz --text en=en.txt.gz --vocab-size 64000 --out OUT \\
         [--backend hf-bpe|hf-unigram|spm-unigram|spm-bpe] [--naive] [--target bn=4.8,en=4.7 | --parity en]
 
+With no --shares, --temperature, --target or --parity the shares are chosen so that every language gets the
+same characters/token on its validation slice (balance; two short probe rounds fit the curve first).
+
 Exit status: 0 trained; 2 bad input or configuration; 3 target not met within the round limit.
 """
 
@@ -15,7 +18,7 @@ from pathlib import Path
 from fertility import TextError, TokenizerLoadError, parse_text_arg
 from tokenizers_train.backends import BACKENDS, TrainConfig, TrainingError
 from tokenizers_train.run import REPORT_NAME, RunConfig, run
-from tokenizers_train.targeting import Goal, TargetNotMet, parse_targets
+from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="hf-bpe", help=f"one of {', '.join(BACKENDS)} (default hf-bpe)")
     p.add_argument("--phrase-fraction", type=float, default=0.25,
                    help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
+    p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
+                   help="hf-bpe: merges over whole grapheme units, so no token starts with a combining mark, ZWJ or "
+                        "ZWNJ (default auto: on when a language's text has combining marks)")
     p.add_argument("--min-frequency", type=int, default=2)
     p.add_argument("--max-token-length", type=int, default=None)
     p.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
@@ -39,8 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     goal = p.add_mutually_exclusive_group()
     goal.add_argument("--target", default=None, metavar="LANG=CPT,...", help="chars/token floor per language")
     goal.add_argument("--parity", default=None, metavar="LANG", help="every language within --tolerance of LANG")
-    p.add_argument("--tolerance", type=float, default=1.05, help="parity: largest allowed premium (default 1.05)")
-    p.add_argument("--max-rounds", type=int, default=4, help="targeting round limit (default 4)")
+    p.add_argument("--tolerance", type=float, default=1.05,
+                   help="parity and balance: largest allowed ratio of chars/token (default 1.05)")
+    p.add_argument("--max-rounds", type=int, default=4, help="full training rounds at most (default 4)")
+    p.add_argument("--probe-chars", type=int, default=PROBE_CHARS,
+                   help=f"balance: characters of each short probe round (default {PROBE_CHARS:,})")
     p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
     p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER",
                    help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
@@ -73,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
             max_validation_chars=args.max_validation_chars,
             goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
+                      balance=not (args.target or args.parity or args.shares or args.temperature),
                       tolerance=args.tolerance, max_rounds=args.max_rounds),
+            whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
+            probe_chars=args.probe_chars,
             naive=args.naive, references=args.reference, tokenizer_dir=args.tokenizer_dir,
             overwrite=args.overwrite, progress=not args.no_progress,
         )

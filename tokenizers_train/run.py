@@ -1,14 +1,16 @@
 """One training run: read and balance the text, train (in targeting rounds), add the naive baseline, measure
 everything with ``fertility``, and publish OUT in one rename.
 
-Everything is written into a temporary folder beside OUT; OUT appears only when the run succeeded, so a
-failure (bad input, an unmet target, an interrupt) leaves no half-written OUT and never touches an existing
-one unless ``overwrite`` was asked for.
+The work (prepared text, every round) is kept in a checkpoint folder beside OUT, so that the same command
+resumes after a kill (:mod:`tokenizers_train.checkpoint`); OUT is assembled in a temporary folder and appears
+only when the run succeeded, so a failure (bad input, an unmet target, an interrupt) leaves no half-written
+OUT and never touches an existing one unless ``overwrite`` was asked for.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shutil
 import sys
 import time
@@ -16,12 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fertility
-from fertility.fileio import check_output_dir, file_sha256, publish_dir, staging_dir, write_json
+from fertility.fileio import check_output_dir, file_sha256, publish_dir, read_json, staging_dir, write_json
 from fertility.text import TextSource
-from tokenizers_train import backends, sampling, targeting
+from tokenizers_train import backends, checkpoint, sampling, targeting
 
 REPORT_NAME = "training_report.json"
 REPORT_SCHEMA_VERSION = 1
+MARK_SHARE = 0.01
 
 
 @dataclass
@@ -38,6 +41,9 @@ class RunConfig:
     holdout: float = 0.02
     max_validation_chars: int = 400_000
     goal: targeting.Goal = field(default_factory=targeting.Goal)
+    # None: whole-grapheme training for hf-bpe when some language's text has combining marks (resolve_train)
+    whole_graphemes: bool | None = None
+    probe_chars: int = targeting.PROBE_CHARS
     naive: bool = False
     references: list[str] = field(default_factory=list)
     tokenizer_dir: str | None = None
@@ -56,28 +62,60 @@ class RunResult:
 
 
 def run(config: RunConfig) -> RunResult:
-    """Train as configured and publish OUT; raises ``TargetNotMet``, ``TrainingError``, ``TextError``, ``ValueError``."""
+    """Train as configured and publish OUT; raises ``TargetNotMet``, ``TrainingError``, ``TextError``, ``ValueError``.
+
+    The work is kept in a checkpoint folder beside OUT (:mod:`tokenizers_train.checkpoint`), so the same
+    command after a kill resumes where it stopped; OUT itself is assembled and renamed into place at the end.
+    """
     out = config.out
     check_output_dir(out, overwrite=config.overwrite)
     backends.check_config(config.train, 0)  # backend, multiple of 64; the alphabet is checked once read
     langs = sorted({t.lang for t in config.texts})
     targeting.check_goal(config.goal, langs)
-    with staging_dir(out) as tmp:
-        result = _run_in(config, tmp)
-        publish_dir(tmp, out)
+    ckpt = checkpoint.Checkpoint(out, _resume_key(config))
+    if ckpt.resumed:
+        _log(f"resuming from {ckpt.root}")
+    try:
+        trained = _train(config, ckpt)
+        with staging_dir(out) as tmp:
+            result = _assemble(config, trained, tmp)
+            publish_dir(tmp, out)
+    except Exception:
+        ckpt.remove()  # an error, not a kill: nothing to resume
+        raise
+    ckpt.remove()
     result.out = out
     result.tokenizer = out / result.tokenizer.name
     return result
 
 
-def _run_in(config: RunConfig, tmp: Path) -> RunResult:
+@dataclass
+class _Trained:
+    """What the training steps left in the checkpoint folder."""
+
+    started: float
+    prepared: sampling.PreparedText
+    train_config: backends.TrainConfig
+    rounds: list[targeting.Round]
+    chosen: targeting.Round
+    tokenizer: Path
+    budgets: dict[str, int]
+    naive: Path | None
+
+
+def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     started = time.time()
-    work = tmp / "work"
-    prepared = sampling.prepare_text(config.texts, work, holdout=config.holdout,
-                                     max_validation_chars=config.max_validation_chars,
-                                     max_chars_per_source=config.max_chars_per_source, progress=config.progress)
+    prepared = ckpt.load_prepared()
+    if prepared is None:
+        with ckpt.staging(checkpoint.PREPARED) as staged:
+            prepared = sampling.prepare_text(config.texts, staged, holdout=config.holdout,
+                                             max_validation_chars=config.max_validation_chars,
+                                             max_chars_per_source=config.max_chars_per_source,
+                                             progress=config.progress)
+            prepared = ckpt.save_prepared(prepared, staged)
     alphabet = set().union(*(lt.alphabet for lt in prepared.languages.values()))
-    backends.check_config(config.train, len(alphabet))
+    train_config = resolve_train(config.train, config.whole_graphemes, prepared)
+    backends.check_config(train_config, len(alphabet))
     validation = {k: lt.validation for k, lt in prepared.languages.items()}
     for lang, docs in validation.items():
         if not docs:
@@ -85,60 +123,130 @@ def _run_in(config: RunConfig, tmp: Path) -> RunResult:
     shares = sampling.resolve_shares({k: lt.train_chars for k, lt in prepared.languages.items()},
                                      config.shares, config.temperature)
     rounds: list[targeting.Round] = []
-    budgets = {}
-    tokenizer = None
-    for index in range(1, config.goal.max_rounds + 1):
-        round_start = time.time()
-        budgets = sampling.sample_budgets(prepared, shares, config.sample_chars)
-        _log(f"round {index}: training {config.train.backend} at {config.train.vocab_size} on "
-             + ", ".join(f"{k} {v:,} chars ({shares[k]:.1%})" for k, v in budgets.items()))
-        round_dir = work / f"round{index}"
-        tokenizer = backends.train(config.train, lambda b=budgets: sampling.iter_sample(prepared, b), round_dir)
-        measured = targeting.measure(str(tokenizer), validation)
-        floor = targeting.floors(config.goal, measured)
-        met = all(measured[k] >= v for k, v in floor.items())
-        rounds.append(targeting.Round(index, dict(shares), measured, floor, met, time.time() - round_start))
-        _log(targeting.rounds_table(rounds))
-        if met or not config.goal.active:
-            break
-        shares = targeting.next_shares(shares, measured, floor)
-    if config.goal.active and not rounds[-1].met:
-        raise targeting.TargetNotMet(rounds, config.goal)
 
-    final = tmp / tokenizer.name
-    tokenizer.replace(final)
-    compare = [_named(str(final), f"script-aware-{config.train.backend}")]
+    def train_round(shares: dict[str, float], sample_chars: int | None, probe: bool) -> targeting.Round:
+        start = time.time()
+        index = len(rounds) + 1
+        budgets = sampling.sample_budgets(prepared, shares, sample_chars)
+        done = ckpt.load_round(index, dict(shares), sum(budgets.values()), probe)
+        if done is not None:
+            _log(f"round {index}: done before the interruption, taken from the checkpoint")
+            rounds.append(done)
+            return done
+        _log(f"round {index}{' (probe)' if probe else ''}: training {train_config.backend} at "
+             f"{train_config.vocab_size} on " + ", ".join(f"{k} {v:,} chars ({shares[k]:.1%})" for k, v in budgets.items()))
+        with ckpt.staging(f"round{index}") as staged:
+            tokenizer = backends.train(train_config, lambda b=budgets: sampling.iter_sample(prepared, b), staged)
+            measured = targeting.measure(str(tokenizer), validation)
+            floor = targeting.floors(config.goal, measured)
+            met = all(measured[k] >= v for k, v in floor.items())
+            rounds.append(targeting.Round(index, dict(shares), measured, floor, met, time.time() - start, probe,
+                                          sum(budgets.values()), tokenizer.name))
+            ckpt.complete(f"round{index}", staged, rounds[-1].to_dict())
+        _log(targeting.rounds_table(rounds))
+        return rounds[-1]
+
+    balance = config.goal.balance and len(shares) > 1
+    if balance:
+        full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars).values())
+        probe_chars = min(config.probe_chars, full // 4)
+        for _ in range(targeting.N_PROBES):
+            train_round(shares, probe_chars, probe=True)
+            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
+    for _ in range(config.goal.max_rounds):
+        last = train_round(shares, config.sample_chars, probe=False)
+        if last.met or not config.goal.active:
+            break
+        if balance:
+            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
+        else:
+            shares = targeting.next_shares(shares, last.chars_per_token, last.floors)
+    full_rounds = [r for r in rounds if not r.probe]
+    chosen = full_rounds[-1]
+    if balance and not chosen.met:
+        # No target was asked for: publish the most even round rather than nothing, and say so.
+        chosen = min(full_rounds, key=lambda r: max(r.chars_per_token.values()) / min(r.chars_per_token.values()))
+        _log(f"warning: no round within the balance tolerance {config.goal.tolerance}; keeping round {chosen.index}")
+    elif config.goal.active and not chosen.met:
+        raise targeting.TargetNotMet(rounds, config.goal)
+    budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars)
+    naive = None
     if config.naive:
-        _log(f"training the naive GPT-2 byte-level BPE at {config.train.vocab_size} on the same sample")
-        naive = backends.train_naive(config.train.vocab_size, lambda: sampling.iter_sample(prepared, budgets),
-                                     tmp / "naive", show_progress=config.train.show_progress)
-        compare.append(_named(str(naive), "naive-gpt2-bpe"))
+        naive_dir = ckpt.step("naive")
+        if naive_dir is None or read_json(naive_dir / checkpoint.DONE) != {"budgets": budgets}:
+            _log(f"training the naive GPT-2 byte-level BPE at {train_config.vocab_size} on the same sample")
+            with ckpt.staging("naive") as staged:
+                backends.train_naive(train_config.vocab_size, lambda: sampling.iter_sample(prepared, budgets),
+                                     staged, show_progress=train_config.show_progress)
+                naive_dir = ckpt.complete("naive", staged, {"budgets": budgets})
+        naive = naive_dir / "tokenizer.json"
+    tokenizer = ckpt.root / f"round{chosen.index}" / chosen.tokenizer_file
+    return _Trained(started, prepared, train_config, rounds, chosen, tokenizer, budgets, naive)
+
+
+def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
+    """OUT's content in ``tmp``: the chosen tokenizer, the naive one, the fertility and training reports."""
+    final = tmp / t.tokenizer.name
+    for path in t.tokenizer.parent.iterdir():  # sentencepiece: tokenizer.model and its tokenizer.json
+        if path.name != checkpoint.DONE:
+            shutil.copyfile(path, tmp / path.name)
+    compare = [_named(str(final), f"script-aware-{t.train_config.backend}")]
+    if t.naive is not None:
+        (tmp / "naive").mkdir()
+        shutil.copyfile(t.naive, tmp / "naive" / t.naive.name)
+        compare.append(_named(str(tmp / "naive" / t.naive.name), "naive-gpt2-bpe"))
     compare.extend(config.references)
-    _log("measuring " + ", ".join(t if isinstance(t, str) else t.name for t in compare) + " on the validation slice")
+    validation = {k: lt.validation for k, lt in t.prepared.languages.items()}
+    _log("measuring " + ", ".join(x if isinstance(x, str) else x.name for x in compare) + " on the validation slice")
     report = fertility.analyze(compare, validation, tokenizer_dir=config.tokenizer_dir, progress=config.progress)
     fertility.write_report(report, tmp / "fertility")
-    shutil.rmtree(work)
-
+    alphabet = set().union(*(lt.alphabet for lt in t.prepared.languages.values()))
     training_report = {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "arguments": _arguments(config),
+        "arguments": _arguments(config, t.train_config),
         "data": {
-            "sha256": prepared.sha256,
-            "sources": [asdict(s) for s in prepared.sources],
+            "sha256": t.prepared.sha256,
+            "sources": [asdict(s) for s in t.prepared.sources],
             "alphabet_size": len(alphabet),
             "validation_chars": {k: sum(map(len, v)) for k, v in validation.items()},
-            "sample_chars": budgets,
+            "sample_chars": t.budgets,
         },
-        "rounds": [r.to_dict() for r in rounds],
-        "tokenizer": {"file": final.name, "sha256": file_sha256(final), "vocab_size": config.train.vocab_size,
+        "rounds": [r.to_dict() for r in t.rounds],
+        "chosen_round": t.chosen.index,
+        "tokenizer": {"file": final.name, "sha256": file_sha256(final), "vocab_size": t.train_config.vocab_size,
                       "special_tokens": backends.SPECIAL_TOKENS},
-        "comparison": {t.name: {"vocab_size": t.vocab_size,
-                                "chars_per_token": {k: m.chars_per_token for k, m in t.languages.items()},
-                                "traps": [trap.to_dict() for trap in t.traps]} for t in report.tokenizers},
-        "seconds": round(time.time() - started, 1),
+        "comparison": {x.name: {"vocab_size": x.vocab_size,
+                                "chars_per_token": {k: m.chars_per_token for k, m in x.languages.items()},
+                                "traps": [trap.to_dict() for trap in x.traps]} for x in report.tokenizers},
+        "seconds": round(time.time() - t.started, 1),
     }
     write_json(tmp / REPORT_NAME, training_report)
-    return RunResult(tmp, final, rounds, training_report)
+    return RunResult(tmp, final, t.rounds, training_report)
+
+
+def _resume_key(config: RunConfig) -> dict:
+    """Every setting and input that changes what is trained (not where it goes or how it is shown)."""
+    key = _arguments(config, config.train)
+    for name in ("out", "references"):
+        key.pop(name)
+    key["train"].pop("show_progress")
+    files = []
+    for t in config.texts:
+        path = Path(t.spec)
+        stat = path.stat() if path.is_file() else None
+        files.append([t.spec, stat.st_size if stat else None, stat.st_mtime_ns if stat else None])
+    key["files"] = files
+    return key
+
+
+def resolve_train(train: backends.TrainConfig, whole_graphemes: bool | None,
+                  prepared: sampling.PreparedText) -> backends.TrainConfig:
+    """The training settings with ``whole_graphemes`` decided: as asked, else on for hf-bpe when a language's
+    training text is at least MARK_SHARE combining marks/ZWJ/ZWNJ (Bangla ~15 %, English Wikipedia ~0.01 %)."""
+    if whole_graphemes is None:
+        whole_graphemes = train.backend == "hf-bpe" and any(
+            lt.mark_chars >= MARK_SHARE * lt.train_chars for lt in prepared.languages.values())
+    return dataclasses.replace(train, whole_graphemes=whole_graphemes)
 
 
 def _named(path: str, name: str) -> fertility.Tokenizer:
@@ -148,11 +256,12 @@ def _named(path: str, name: str) -> fertility.Tokenizer:
     return tok
 
 
-def _arguments(config: RunConfig) -> dict:
+def _arguments(config: RunConfig, train_config: backends.TrainConfig) -> dict:
     return {
         "texts": [{"lang": t.lang, "spec": t.spec} for t in config.texts],
         "out": str(config.out),
-        "train": asdict(config.train),
+        "train": asdict(train_config),
+        "whole_graphemes": config.whole_graphemes,
         "shares": config.shares,
         "temperature": config.temperature,
         "sample_chars": config.sample_chars,
@@ -160,6 +269,7 @@ def _arguments(config: RunConfig) -> dict:
         "holdout": config.holdout,
         "max_validation_chars": config.max_validation_chars,
         "goal": asdict(config.goal),
+        "probe_chars": config.probe_chars,
         "naive": config.naive,
         "references": config.references,
     }

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from corpus.normalize import normalize
 from fertility.text import TextSource, iter_documents
+from tokenizers_train.graphemes import mark_chars
 
 HOLDOUT_BLOCK = 20
 
@@ -45,6 +46,7 @@ class LanguageText:
     train_chars: int
     validation: list[str]
     alphabet: set[str] = field(default_factory=set)
+    mark_chars: int = 0  # combining marks, ZWJ and ZWNJ in the training text (whole graphemes by default)
 
 
 @dataclass
@@ -107,6 +109,7 @@ def prepare_text(
                         lt.train_chars += len(line)
                         info.train_chars += len(line)
                         lt.alphabet.update(line)
+                        lt.mark_chars += mark_chars(line)
                         digest.update(line.encode() + b"\n")
             infos.append(info)
     finally:

@@ -1,13 +1,18 @@
 """Fertility targeting: measure a trained tokenizer on the validation slice and move the language shares.
 
-A goal is a characters-per-token floor per language: explicit (``--target bn=4.8,en=4.7``) or parity with a
-reference language (``--parity en``: every language within ``tolerance`` of the reference's chars/token).
-Between rounds each language's share is multiplied by ``(goal / measured) ** GAIN``: chars/token grows
-slowly with a language's share of the vocabulary (roughly as share ** 0.1-0.2), so the correction is steep.
+A goal is a characters-per-token floor per language: explicit (``--target bn=4.8,en=4.7``), parity with a
+reference language (``--parity en``: every language within ``tolerance`` of the reference's chars/token), or
+balance (the default: every language within ``tolerance`` of every other, neither favoured).
+Between target/parity rounds each language's share is multiplied by ``(goal / measured) ** GAIN``:
+chars/token grows slowly with a language's share of the vocabulary (roughly as share ** 0.1-0.3), so the
+correction is steep. Balance instead fits that curve, ``log cpt = a + b log share`` per language, to the
+rounds so far (:func:`fit_curves`) and solves it for equal chars/token (:func:`balanced_shares`); the run
+makes its first two rounds cheap probes on a small sample to learn the slopes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -15,6 +20,10 @@ import fertility
 
 GAIN = 4.0
 MIN_SHARE = 0.02
+# Balance: probe rounds before the full one, and the characters each probe trains on (a few times cheaper
+# than a full round on the shared data, enough text for the curve's slope).
+N_PROBES = 2
+PROBE_CHARS = 4_000_000
 
 
 @dataclass
@@ -23,12 +32,13 @@ class Goal:
 
     targets: dict[str, float] = field(default_factory=dict)
     parity: str | None = None
+    balance: bool = False
     tolerance: float = 1.05
     max_rounds: int = 4
 
     @property
     def active(self) -> bool:
-        return bool(self.targets) or self.parity is not None
+        return bool(self.targets) or self.parity is not None or self.balance
 
 
 @dataclass
@@ -41,6 +51,9 @@ class Round:
     floors: dict[str, float]
     met: bool
     seconds: float
+    probe: bool = False  # a short round on a small sample, only to fit the share -> chars/token curve
+    sample_chars: int = 0
+    tokenizer_file: str = "tokenizer.json"  # in the round's checkpoint folder
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,6 +96,9 @@ def check_goal(goal: Goal, langs: Sequence[str]) -> None:
 def floors(goal: Goal, measured: Mapping[str, float]) -> dict[str, float]:
     """The chars/token each language must reach, given this round's measurement (parity moves with it)."""
     out = dict(goal.targets)
+    if goal.balance:
+        best = max(measured.values()) / goal.tolerance
+        return dict.fromkeys(measured, best)
     if goal.parity:
         ref = measured[goal.parity] / goal.tolerance
         for lang in measured:
@@ -107,14 +123,62 @@ def next_shares(shares: Mapping[str, float], measured: Mapping[str, float], floo
     return {k: v / total for k, v in raw.items()}
 
 
+# Slope of log chars/token over log share before two rounds have measured it (GAIN's inverse).
+PRIOR_SLOPE = 1 / GAIN
+
+
+@dataclass
+class Curve:
+    """``log cpt = intercept + slope * log share`` for one language."""
+
+    intercept: float
+    slope: float
+
+    def share_for(self, cpt: float) -> float:
+        return math.exp((math.log(cpt) - self.intercept) / self.slope)
+
+
+def fit_curves(rounds: Sequence[Round]) -> dict[str, Curve]:
+    """Per language, the slope from the probe rounds (least squares over their distinct shares; PRIOR_SLOPE
+    with fewer than two) and the intercept from the latest round, so a full round corrects the probes' level."""
+    last = rounds[-1]
+    probes = [r for r in rounds if r.probe] or list(rounds)
+    curves = {}
+    for lang, cpt in last.chars_per_token.items():
+        xs = [math.log(r.shares[lang]) for r in probes]
+        ys = [math.log(r.chars_per_token[lang]) for r in probes]
+        slope = PRIOR_SLOPE
+        if len(set(xs)) >= 2:
+            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+            fitted = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+            slope = min(max(fitted, 0.02), 2.0)  # chars/token rises with share; keep a noisy fit sane
+        curves[lang] = Curve(math.log(cpt) - slope * math.log(last.shares[lang]), slope)
+    return curves
+
+
+def balanced_shares(curves: Mapping[str, Curve]) -> dict[str, float]:
+    """Shares (summing to 1, each at least MIN_SHARE) at which the curves predict equal chars/token."""
+    lo, hi = -20.0, 20.0  # log chars/token: the shares needed grow with it, so bisect for a total of 1
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if sum(c.share_for(math.exp(mid)) for c in curves.values()) > 1:
+            hi = mid
+        else:
+            lo = mid
+    raw = {k: max(MIN_SHARE, c.share_for(math.exp(lo))) for k, c in curves.items()}
+    total = sum(raw.values())
+    return {k: v / total for k, v in raw.items()}
+
+
 def rounds_table(rounds: Sequence[Round]) -> str:
     """A plain-text table of the rounds: shares, measured chars/token and floors per language."""
     langs = list(rounds[0].shares) if rounds else []
-    head = ["round"] + [f"share {k}" for k in langs] + [f"cpt {k} (floor)" for k in langs] + ["met"]
+    head = ["round", "sample"] + [f"share {k}" for k in langs] + [f"cpt {k} (floor)" for k in langs] + ["met"]
     rows = [head]
     for r in rounds:
-        rows.append([str(r.index)] + [f"{r.shares[k]:.3f}" for k in langs]
+        rows.append([str(r.index), f"{r.sample_chars:,}" + (" probe" if r.probe else "")]
+                    + [f"{r.shares[k]:.3f}" for k in langs]
                     + [f"{r.chars_per_token[k]:.3f} ({r.floors[k]:.2f})" if k in r.floors else f"{r.chars_per_token[k]:.3f}"
-                       for k in langs] + ["yes" if r.met else "no"])
+                       for k in langs] + ["yes" if r.met else ("-" if r.probe else "no")])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows)

@@ -8,7 +8,7 @@ from transformers import PreTrainedTokenizerFast
 
 import fertility
 from corpus.normalize import normalize
-from tokenizers_train import backends
+from tokenizers_train import backends, spm_convert
 
 
 def _sample_lines(sample_dir):
@@ -63,6 +63,35 @@ def test_spm_round_trips_the_sample_and_keeps_zwnj(trained, sample_dir, backend)
     pieces = sp.encode(normalize("কি\u200cছু"), out_type=str)
     assert "\u200c" in "".join(pieces) and " " not in "".join(pieces)
     assert sp.piece_to_id("<|bos|>") != sp.unk_id()
+
+
+@pytest.mark.parametrize("backend", ["spm-unigram", "spm-bpe"])
+def test_spm_runs_also_write_an_equivalent_tokenizer_json(trained, sample_dir, backend):
+    sp = spm.SentencePieceProcessor(model_file=str(trained[backend]))
+    path = trained[backend].with_name("tokenizer.json")
+    fast = PreTrainedTokenizerFast(tokenizer_file=str(path), bos_token="<|bos|>", eos_token="<|eos|>",
+                                   pad_token="<|pad|>")
+    assert len(fast) == 1024
+    assert [fast.bos_token_id, fast.eos_token_id, fast.pad_token_id] == [sp.piece_to_id(t) for t in backends.SPECIAL_TOKENS[:3]]
+    lines = list(_sample_lines(sample_dir)) + EXTRA + ["a  b", "   ", " lead", "trail "]
+    assert [x for x in lines if fast.encode(x) != backends.spm_encode(sp, x)] == []
+    assert [x for x in lines if fast.decode(fast.encode(x)) != normalize(x)] == []
+
+
+def test_a_converter_that_encodes_differently_is_refused(trained, tmp_path, monkeypatch):
+    model = tmp_path / "tokenizer.model"
+    model.write_bytes(trained["spm-unigram"].read_bytes())
+    real = spm_convert.to_hf
+
+    def broken(path, specials):
+        tok = real(path, specials)
+        tok.normalizer = None  # spaces stay spaces: nothing matches the "▁" pieces
+        return tok
+
+    monkeypatch.setattr(spm_convert, "to_hf", broken)
+    with pytest.raises(spm_convert.ConversionError, match="encodes"):
+        spm_convert.convert(model, backends.SPECIAL_TOKENS, ["আমি বাংলায় গান গাই।"])
+    assert not (tmp_path / "tokenizer.json").exists()
 
 
 def test_naive_baseline_falls_into_the_trap(sample_lines, tmp_path):

@@ -18,9 +18,18 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left beside OUT
     report = json.loads((out / "training_report.json").read_text())
     assert report["arguments"]["train"]["vocab_size"] == 1024 and len(report["data"]["sha256"]) == 64
-    assert len(report["rounds"]) == 1 and set(report["rounds"][0]["chars_per_token"]) == {"bn", "en"}
-    # shares are in characters: the sample gives each language the same number of characters
-    assert report["data"]["sample_chars"]["bn"] == report["data"]["sample_chars"]["en"]
+    # the default balances the languages: two probe rounds on a small sample, then full rounds until the
+    # validation chars/token are within 1.05 of each other
+    rounds = report["rounds"]
+    assert [r["probe"] for r in rounds[:3]] == [True, True, False] and set(rounds[0]["chars_per_token"]) == {"bn", "en"}
+    assert rounds[0]["shares"] == {"bn": 0.5, "en": 0.5} and rounds[0]["sample_chars"] < rounds[2]["sample_chars"]
+    chosen = rounds[report["chosen_round"] - 1]
+    assert chosen["met"] and not chosen["probe"]
+    cpt = chosen["chars_per_token"]
+    assert max(cpt.values()) / min(cpt.values()) <= 1.05
+    # shares are in characters: the sample gives each language its share of the characters
+    sample = report["data"]["sample_chars"]
+    assert sample["bn"] / sample["en"] == pytest.approx(chosen["shares"]["bn"] / chosen["shares"]["en"], rel=1e-4)
     comparison = report["comparison"]
     assert set(comparison) == {"script-aware-hf-bpe", "naive-gpt2-bpe", "gpt2"}
     ours, naive = comparison["script-aware-hf-bpe"], comparison["naive-gpt2-bpe"]
@@ -36,7 +45,7 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
     assert main(_args(small_texts, out, "--vocab-size", "1024")) == 2
     assert (out / "naive").is_dir()
     # with --overwrite the new run replaces it whole, once it has succeeded
-    assert main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--overwrite")) == 0
+    assert main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--whole-graphemes", "off", "--overwrite")) == 0
     assert not (out / "naive").exists()
     assert json.loads((out / "training_report.json").read_text())["tokenizer"]["vocab_size"] == 512
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
@@ -44,7 +53,7 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
 
 def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_path, capsys):
     out = tmp_path / "tok"
-    code = main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--target", "bn=40,en=40",
+    code = main(_args(small_texts, out, "--vocab-size", "512", "--phrase-fraction", "0", "--whole-graphemes", "off", "--target", "bn=40,en=40",
                       "--max-rounds", "2"))
     err = capsys.readouterr().err
     assert code == 3

@@ -26,3 +26,35 @@ def test_next_shares_moves_text_to_the_language_under_its_floor():
 def test_goal_names_only_known_languages():
     with pytest.raises(ValueError, match="xx"):
         targeting.check_goal(targeting.Goal(targets={"xx": 4.0}), ["bn", "en"])
+
+
+def _round(index, shares, cpt, probe):
+    return targeting.Round(index, shares, cpt, {}, False, 0.0, probe, 1000)
+
+
+def test_balance_fits_the_share_curve_and_solves_it_for_equal_chars_per_token():
+    def cpt(share):  # Bangla gains faster with its share than English
+        return {"bn": 3.0 * share["bn"] ** 0.2, "en": 4.0 * share["en"] ** 0.1}
+
+    s1, s2 = {"bn": 0.5, "en": 0.5}, {"bn": 0.7, "en": 0.3}
+    rounds = [_round(1, s1, cpt(s1), True), _round(2, s2, cpt(s2), True)]
+    curves = targeting.fit_curves(rounds)
+    assert curves["bn"].slope == pytest.approx(0.2) and curves["en"].slope == pytest.approx(0.1)
+    shares = targeting.balanced_shares(curves)
+    assert sum(shares.values()) == pytest.approx(1)
+    got = cpt(shares)
+    assert got["bn"] == pytest.approx(got["en"], rel=1e-6) and shares["bn"] > 0.7
+    # a full round at another level (more text): the probes' slopes stay, the level comes from the full round
+    full = {k: 1.1 * v for k, v in cpt(shares).items()}
+    full["en"] *= 1.05
+    curves = targeting.fit_curves([*rounds, _round(3, shares, full, False)])
+    assert curves["en"].slope == pytest.approx(0.1)
+    assert targeting.balanced_shares(curves)["en"] < shares["en"]  # English got ahead: it gets less
+
+
+def test_balance_floors_and_one_probe_uses_the_prior_slope():
+    goal = targeting.Goal(balance=True, tolerance=1.05)
+    assert targeting.floors(goal, {"bn": 4.0, "en": 4.2}) == {"bn": pytest.approx(4.0), "en": pytest.approx(4.0)}
+    curves = targeting.fit_curves([_round(1, {"bn": 0.5, "en": 0.5}, {"bn": 4.0, "en": 5.0}, True)])
+    assert curves["bn"].slope == targeting.PRIOR_SLOPE
+    assert targeting.balanced_shares(curves)["bn"] > 0.5
