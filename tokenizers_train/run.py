@@ -116,10 +116,7 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     alphabet = set().union(*(lt.alphabet for lt in prepared.languages.values()))
     train_config = resolve_train(config.train, config.whole_graphemes, prepared)
     backends.check_config(train_config, len(alphabet))
-    validation = {k: lt.validation for k, lt in prepared.languages.items()}
-    for lang, docs in validation.items():
-        if not docs:
-            raise ValueError(f"{lang}: the validation slice is empty (too little text)")
+    validation = {k: lt.validation for k, lt in prepared.languages.items()}  # never empty (prepare_text)
     shares = sampling.resolve_shares({k: lt.train_chars for k, lt in prepared.languages.items()},
                                      config.shares, config.temperature)
     rounds: list[targeting.Round] = []

@@ -3,7 +3,8 @@
 Inputs are streamed (``fertility.text.iter_documents``) and written, in the canonical form of
 ``corpus.normalize``, to one plain-text file per language in a work folder; memory stays bounded by one
 document. Every ``1 / holdout``-th block of ``HOLDOUT_BLOCK`` consecutive documents of each source is held
-aside for validation (blocks, not single lines, so a validation paragraph's neighbours are not in training).
+aside for validation (blocks, not single lines, so a validation paragraph's neighbours are not in training);
+a source of a single block is split instead, its last ``holdout`` share (at least one document) held aside.
 
 Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
 character, so a byte-balanced mix gives Bangla a third of the text it seems to. A language with less text
@@ -13,7 +14,7 @@ than its share is cycled (repeated), which for frequency-based trainers is the s
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,27 @@ class PreparedText:
     sha256: str
 
 
+def holdout_split(texts: Iterable[str], holdout: float) -> Iterator[tuple[bool, str]]:
+    """``(held_aside, text)`` for the documents of one source: every ``1 / holdout``-th block of
+    ``HOLDOUT_BLOCK`` documents is held aside, starting with the first. The first block is decided only once a
+    second one exists: a source of a single block is split instead, its last ``holdout`` share (at least one
+    document, unless it has only one) held aside, so a small source still trains."""
+    period = max(2, round(1 / holdout))
+    first_block: list[str] | None = []
+    for i, text in enumerate(texts):
+        if i < HOLDOUT_BLOCK:
+            first_block.append(text)
+            continue
+        if first_block is not None:
+            yield from ((True, t) for t in first_block)
+            first_block = None
+        yield (i // HOLDOUT_BLOCK) % period == 0, text
+    if first_block:
+        n_held = max(1, round(len(first_block) * holdout)) if len(first_block) > 1 else 0
+        yield from ((False, t) for t in first_block[:len(first_block) - n_held])
+        yield from ((True, t) for t in first_block[len(first_block) - n_held:])
+
+
 def prepare_text(
     sources: Sequence[TextSource],
     work_dir: Path,
@@ -75,7 +97,6 @@ def prepare_text(
     """
     if not 0 < holdout < 0.5:
         raise ValueError(f"holdout must be a fraction in (0, 0.5), got {holdout}")
-    period = max(2, round(1 / holdout))
     work_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     langs: dict[str, LanguageText] = {}
@@ -94,10 +115,10 @@ def prepare_text(
             docs = iter_documents(source, max_chars=max_chars_per_source)
             bar = tqdm(docs, desc=f"reading {source.lang}={source.spec}", unit=" docs", disable=not progress,
                        mininterval=1.0)
-            for i, doc in enumerate(bar):
+            texts = (normalize(doc.text) for doc in bar)
+            for held, text in holdout_split(texts, holdout):
                 info.documents += 1
-                text = normalize(doc.text)
-                if (i // HOLDOUT_BLOCK) % period == 0:
+                if held:
                     info.validation_chars += len(text)
                     if kept[source.lang] < max_validation_chars:
                         lt.validation.append(text)
@@ -116,9 +137,10 @@ def prepare_text(
         for f in files.values():
             f.close()
     for lt in langs.values():
-        if lt.train_chars == 0:
-            raise ValueError(f"{lt.lang}: no training text left after holding aside the validation slice "
-                             f"(holdout {holdout}); give more text or a smaller --holdout")
+        if lt.train_chars == 0 or not lt.validation:
+            documents = sum(i.documents for i in infos if i.lang == lt.lang)
+            raise ValueError(f"{lt.lang}: {documents} non-empty document(s) in all its sources; at least two are "
+                             "needed, one to train on and one to measure: give more text")
     return PreparedText(langs, infos, digest.hexdigest())
 
 

@@ -46,11 +46,12 @@ def test_trained_run_beats_its_twin_per_language_with_decoded_samples(micro, sha
     assert report["schema_version"] == 1 and report["step"] == 25
     assert set(report["languages"]) == {"bn", "en"}
     bn = report["languages"]["bn"]
-    assert bn["random_init"]["loss"] == pytest.approx(math.log(50304), abs=0.3)
+    assert bn["random_init"]["loss"] == pytest.approx(math.log(50257), abs=0.3)  # the real vocabulary, not the padded one
     assert bn["model"]["loss"] < 0.8 * bn["random_init"]["loss"]
     assert bn["loss_ratio"] == pytest.approx(bn["model"]["loss"] / bn["random_init"]["loss"])
     assert bn["model"]["bits_per_char"] < bn["random_init"]["bits_per_char"]
     sample = bn["samples"][0]
-    assert len(sample["prompt_ids"]) == 16 and len(sample["completion_ids"]) == 32
+    assert len(sample["prompt_ids"]) == 16 and 0 <= len(sample["completion_ids"]) <= 32
+    assert 50256 not in sample["completion_ids"]  # cut where the model ends the document (BOS)
     assert isinstance(sample["prompt"], str) and sample["prompt"]  # decoded with the manifest's GPT-2
     assert (run / "eval.png").stat().st_size > 10_000

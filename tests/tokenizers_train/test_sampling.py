@@ -44,3 +44,31 @@ def test_prepare_text_normalises_and_hashes(tmp_path):
     assert len(lt.validation) == 40 and "\u09df" not in "".join(lt.validation)  # blocks of 20, every 4th
     assert "\u09af\u09bc" in lt.train_path.read_text(encoding="utf-8")
     assert a.sources[0].documents == 100
+
+
+def test_holdout_split_keeps_big_sources_as_before_and_splits_a_single_block():
+    big = [f"d{i}" for i in range(120)]
+    held = [t for h, t in sampling.holdout_split(big, 0.02) if h]
+    assert held == big[:sampling.HOLDOUT_BLOCK]  # the first block, as always
+    assert [t for _, t in sampling.holdout_split(big, 0.02)] == big  # order kept
+    for n in (2, 15, 20):
+        small = [f"d{i}" for i in range(n)]
+        split = list(sampling.holdout_split(small, 0.02))
+        assert [t for h, t in split if h] == small[-1:]  # the last document measured
+        assert [t for h, t in split if not h] == small[:-1]
+    assert [h for h, _ in sampling.holdout_split(["only"], 0.02)] == [False]
+
+
+def test_a_source_of_twenty_documents_or_fewer_trains(tmp_path):
+    """Finding: a source of 20 documents or fewer could not be trained, whatever --holdout, and the error
+    advised changing --holdout."""
+    bn = tmp_path / "bn.txt"
+    bn.write_text("".join(f"আমার সোনার বাংলা, আমি তোমায় ভালোবাসি {i}।\n" for i in range(15)), encoding="utf-8")
+    prepared = sampling.prepare_text([TextSource("bn", str(bn))], tmp_path / "work", progress=False)
+    lt = prepared.languages["bn"]
+    assert lt.train_chars > 0 and len(lt.validation) == 1
+    one = tmp_path / "one.txt"
+    one.write_text("একটি মাত্র বাক্য।\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="1 non-empty document.*at least two are needed") as e:
+        sampling.prepare_text([TextSource("bn", str(one))], tmp_path / "work2", progress=False)
+    assert "--holdout" not in str(e.value)
