@@ -15,14 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from fertility import TextError, TokenizerLoadError, parse_text_arg
+from fertility import TextError, TokenizerLoadError, clihelp, parse_text_arg
 from tokenizers_train.backends import BACKENDS, TrainConfig, TrainingError
 from tokenizers_train.run import REPORT_NAME, RunConfig, run
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tokenizers-train", description=__doc__.split("\n\n")[0])
+    p = clihelp.parser("tokenizers-train", __doc__)
     p.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
                    help="training text for a language (repeat; several per language allowed)")
     p.add_argument("--vocab-size", type=int, default=64000, help="a multiple of 64 (default 64000)")
@@ -33,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
                    help="hf-bpe: merges over whole grapheme units, so no token starts with a combining mark, ZWJ or "
                         "ZWNJ (default auto: on when a language's text has combining marks)")
-    p.add_argument("--min-frequency", type=int, default=2)
-    p.add_argument("--max-token-length", type=int, default=None)
+    p.add_argument("--min-frequency", type=int, default=2, help="a pair merged must occur at least this often")
+    p.add_argument("--max-token-length", type=int, default=None, help="longest token in characters (none by default)")
     p.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
     p.add_argument("--temperature", type=float, default=None, help="shares proportional to chars ** (1/T)")
     p.add_argument("--sample-chars", type=int, default=None,
