@@ -13,7 +13,7 @@ trained. Its loss is about ln(vocab); the ratio trained / twin says how much the
 
     {"schema_version": 1, "run", "checkpoint", "step", "tokens_seen", "max_tokens_per_language",
      "tokenizer": {"spec", "sha256", "vocab_size"}, "model": {"preset", "parameters", "config"},
-     "sampling": {"temperature", "top_k", "seed"},
+     "sampling": {"temperature", "top_k", "seed", "banned"},
      "languages": {LANG: {"model": METRICS, "random_init": METRICS, "loss_ratio", "samples": [SAMPLE]}},
      "mean": {"model_loss", "random_init_loss", "loss_ratio"}}
     METRICS = {"loss", "bits_per_token", "bits_per_char", "bits_per_byte", "targets"}
@@ -97,13 +97,13 @@ def _tokenizer(dataset: Dataset):
 
 # Samples are drawn, not greedy: a small model's greedy continuation collapses onto its most frequent token
 # (a run of commas) long before its loss stops falling, which says little about what it learned.
-SAMPLING = {"temperature": 0.8, "top_k": 40, "seed": 0}
+SAMPLING = {"temperature": 0.8, "top_k": 40, "seed": 0, "banned": "BOS"}
 
 
 def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n: int, prompt_tokens: int,
                          new_tokens: int, runtime: Runtime, tokenizer=None) -> list[dict[str, Any]]:
     """Sampled continuations (:data:`SAMPLING`, reproducible) of the first ``n`` documents of a language's
-    validation text, each cut where the model ends the document (its first BOS)."""
+    validation text; BOS is never sampled, so each continues the same document."""
     bos = dataset.manifest.tokenizer.bos_id
     stream = dataset.val[lang]
     head = stream.window(0, min(len(stream), 200_000))
@@ -119,11 +119,9 @@ def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n:
         ids = torch.from_numpy(np.concatenate([[bos], prompt])).unsqueeze(0).to(runtime.device)
         with runtime.autocast():
             out = model.generate(ids, new_tokens, temperature=SAMPLING["temperature"], top_k=SAMPLING["top_k"],
-                                 generator=generator)[0, 1:].tolist()
+                                 generator=generator, banned=(bos,))[0, 1:].tolist()
         model.train(was_training)
         prompt_ids, completion_ids = out[:prompt_tokens], out[prompt_tokens:]
-        if bos in completion_ids:  # the model ended the document: what follows would start another
-            completion_ids = completion_ids[:completion_ids.index(bos)]
         samples.append({"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                         "prompt": tokenizer.decode(prompt_ids) if tokenizer else None,
                         "completion": tokenizer.decode(completion_ids) if tokenizer else None})

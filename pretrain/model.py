@@ -250,12 +250,15 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0, top_k: int | None = None,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+                 generator: torch.Generator | None = None, banned: tuple[int, ...] = ()) -> torch.Tensor:
         """Continue ``idx`` (B, T) by ``max_new_tokens`` tokens (no KV cache: a few samples only): greedy at
-        temperature 0, else sampled from the ``top_k`` most likely tokens (reproducible with ``generator``)."""
+        temperature 0, else sampled from the ``top_k`` most likely tokens (reproducible with ``generator``);
+        ``banned`` ids are never produced (e.g. BOS, to continue the same document)."""
         for _ in range(max_new_tokens):
             logits, _ = self(idx[:, -self.cfg.block_size:])
             logits = logits[:, -1].float()
+            if banned:
+                logits[:, list(banned)] = float("-inf")
             if temperature <= 0:
                 nxt = logits.argmax(dim=-1, keepdim=True)
             else:

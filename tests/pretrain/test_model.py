@@ -118,6 +118,8 @@ def test_sampling_keeps_to_the_top_k_and_is_reproducible():
     assert torch.equal(draw(1, top_k=1), model.generate(prompt, 8))  # top-1 sampling is greedy
     seqs = {tuple(draw(s)[0, 5:].tolist()) for s in range(4)}
     assert len(seqs) > 1  # sampling, not argmax
+    greedy = model.generate(prompt, 8)[0, 5:].tolist()
+    assert greedy[0] not in model.generate(prompt, 8, banned=(greedy[0],))[0, 5:].tolist()[:1]
 
 
 def test_flops_per_token_is_6n_plus_attention():
