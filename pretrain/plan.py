@@ -33,7 +33,9 @@ def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1) -> dict[s
     act_bytes = 2 if autocast else 4
     tokens = cfg.data.micro_batch * cfg.seq_len
     per_token = m.n_layer * (12 * m.n_embd + 4 * m.ffn_hidden) * act_bytes + m.n_embd * act_bytes
-    loss = 2 * LOSS_CHUNK_ELEMENTS * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0)
+    # One chunk of fp32 logits and its gradient: a full chunk, or every row when the micro-batch is smaller.
+    chunk = min(tokens * m.vocab_size, max(1, LOSS_CHUNK_ELEMENTS // m.vocab_size) * m.vocab_size)
+    loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0)
     states = count_parameters(m) * 16 // shard
     activations = tokens * per_token + loss
     return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": activations,

@@ -60,3 +60,15 @@ def test_launch_dry_run_prints_the_plan(capsys):
 def test_launch_without_out_is_refused_unless_dry_run(capsys):
     assert cli.main(["launch", "--config", "tiny", "--data", "nowhere"]) == 2
     assert "launch needs --out" in capsys.readouterr().err
+
+
+def test_the_loss_chunk_in_the_memory_estimate_is_never_larger_than_the_micro_batch():
+    from pretrain.config import preset
+    from pretrain.model import LOSS_CHUNK_ELEMENTS
+    from pretrain.plan import memory_estimate
+
+    small = preset("tiny", 8000)  # 8 x 128 tokens: far fewer logits than one full chunk
+    memory = memory_estimate(small, autocast=False)
+    logits = small.data.micro_batch * small.seq_len * small.model.vocab_size
+    assert memory["activations_bytes"] < 2 * LOSS_CHUNK_ELEMENTS * 4
+    assert memory["activations_bytes"] >= 2 * logits * 4
