@@ -35,6 +35,7 @@ from fertility.text import TextSource
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
 SIGNATURE_BLOCK_ROWS = 16_384  # shingles per block of the batched MinHash (a block x num_perm uint64 matrix)
 _MERSENNE_PRIME = np.uint64((1 << 61) - 1)  # datatrove's modulus for its 64-bit universal hashing
+_SHIFT = np.uint64(61)
 
 
 def _write_counters(work_url: str, rank: int, step: str, counters: list[Counter]) -> None:
@@ -206,7 +207,7 @@ class Signatures(MinhashDedupSignature):
 
     def _batch_signatures(self, grams: list[np.ndarray]) -> list[list[list[int]] | None]:
         """datatrove's ``get_signature`` of every document of the batch (None where it has no shingles): the
-        same uint64 arithmetic (wrapping products, then mod 2**61 - 1) over all shingles at once, in blocks of
+        same uint64 arithmetic (wrapping products, then mod 2**61 - 1, here without division) over all shingles at once, in blocks of
         rows, and the minimum per document with ``np.minimum.reduceat``."""
         a, b = self.parameters
         sizes = np.array([len(g) for g in grams])
@@ -223,7 +224,15 @@ class Signatures(MinhashDedupSignature):
             # Whole documents, about SIGNATURE_BLOCK_ROWS shingles at a time, so the temporary matrix stays small.
             last = max(doc + 1, int(np.searchsorted(starts, starts[doc] + SIGNATURE_BLOCK_ROWS, side="right")))
             lo, hi = int(starts[doc]), int(ends[last - 1])
-            phv = (shingles[lo:hi, None] * a + b) % _MERSENNE_PRIME
+            phv = shingles[lo:hi, None] * a
+            phv += b
+            # x mod (2**61 - 1) without a division: 2**61 = 1 modulo the prime, so x = (x >> 61) + (x & prime)
+            # (below 2**61 + 8), less the prime once where that is still >= the prime (else x - prime wraps
+            # around to a larger number, and the minimum keeps x).
+            high = phv >> _SHIFT
+            phv &= _MERSENNE_PRIME
+            phv += high
+            np.minimum(phv, phv - _MERSENNE_PRIME, out=phv)
             if mask is not None:
                 phv = np.bitwise_and(phv, mask)
             mins[doc:last] = np.minimum.reduceat(phv, starts[doc:last] - lo, axis=0)
