@@ -15,7 +15,11 @@ Printed, each measured in this run:
   shared machine wall time depends on the other users;
 * 2 tasks over 1 task (wall time; goal >= 1.6 on 2 cores);
 * peak RSS of the whole build (the process and its task processes, ``ru_maxrss`` of the children) at 1x and
-  at 4x input; goal: ratio <= 1.2.
+  at 4x input; goal: ratio <= 1.2;
+* the per-core ratio again at 4x input (raw tokenization of the 4x documents against the 4x build), where
+  the build's fixed costs (start-up, imports, tokenizer load, report) weigh a quarter as much. Every stage up
+  to the signatures handles all 4x documents; dedup then keeps one copy, so the plan, packing and report see
+  1x.
 """
 
 from __future__ import annotations
@@ -101,10 +105,13 @@ def main() -> None:
                     link = Path(tmp) / f"{k}-{lang}-{f.name}"
                     os.link(f, link) if os.stat(f).st_dev == os.stat(tmp).st_dev else link.symlink_to(f)
                     copies.append((lang, link))
-            four_s, _, four_rss = build_once(a.tokenizer, copies, a.max_chars, 1)
-        print(f"peak RSS at 4x: {four_rss / 1024:.0f} MiB ({four_s:.1f} s); ratio 4x/1x {four_rss / one_rss:.2f}  "
-              f"(goal <= 1.2)")
-
+            four_s, four_cpu, four_rss = build_once(a.tokenizer, copies, a.max_chars, 1)
+            four_bytes, four_raw_s = raw_tokenization(a.tokenizer, copies, a.max_chars, a.batch)
+        print(f"raw batched tokenization at 4x: {four_raw_s:7.2f} CPU s;  corpus build at 4x, 1 task: {four_s:7.2f} s "
+              f"wall, {four_cpu:6.2f} CPU s  {four_bytes / four_cpu / 1e6:6.2f} MB per CPU s")
+        print(f"ratio build / raw tokenization per core at 4x (CPU s, 1 task): {four_raw_s / four_cpu:.2f}  "
+              f"(goal >= 0.8; fixed costs amortised over 4x the documents)")
+        print(f"peak RSS at 4x: {four_rss / 1024:.0f} MiB; ratio 4x/1x {four_rss / one_rss:.2f}  (goal <= 1.2)")
 
 if __name__ == "__main__":
     main()

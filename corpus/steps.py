@@ -33,6 +33,9 @@ from corpus.sources import partition
 from fertility.text import TextSource
 
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
+SIGNATURE_BLOCK_ROWS = 16_384  # shingles per block of the batched MinHash (a block x num_perm uint64 matrix)
+_MERSENNE_PRIME = np.uint64((1 << 61) - 1)  # datatrove's modulus for its 64-bit universal hashing
+_SHIFT = np.uint64(61)
 
 
 def _write_counters(work_url: str, rank: int, step: str, counters: list[Counter]) -> None:
@@ -186,20 +189,67 @@ class _Words(WordTokenizer):
 
 
 class Signatures(MinhashDedupSignature):
-    """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed)."""
+    """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed), with the
+    signatures of a batch of documents computed in one numpy pass (datatrove's formula, value for value); datatrove
+    still numbers, writes and sorts them."""
 
     def __init__(self, output_folder: str, dedup: DedupConfig):
         super().__init__(output_folder, minhash_config(dedup), language=_Words())
         self._grams: np.ndarray | None = None
+        self._signature: list[list[int]] | None = None
 
     def get_shingles(self, text: str) -> np.ndarray:
         # The cleaning step already hashed this document's word n-grams; _documents handed them over.
         return self._grams.reshape(-1, 1)
 
+    def get_signature(self, shingles: np.ndarray) -> list[list[int]]:
+        return self._signature
+
+    def _batch_signatures(self, grams: list[np.ndarray]) -> list[list[list[int]] | None]:
+        """datatrove's ``get_signature`` of every document of the batch (None where it has no shingles): the
+        same uint64 arithmetic (wrapping products, then mod 2**61 - 1, here without division) over all shingles at once, in blocks of
+        rows, and the minimum per document with ``np.minimum.reduceat``."""
+        a, b = self.parameters
+        sizes = np.array([len(g) for g in grams])
+        nonempty = np.flatnonzero(sizes)
+        if not len(nonempty):
+            return [None] * len(grams)
+        shingles = np.concatenate([grams[i] for i in nonempty]).astype(np.uint64)
+        starts = np.concatenate(([0], np.cumsum(sizes[nonempty])[:-1]))
+        ends = np.append(starts[1:], len(shingles))
+        mins = np.empty((len(nonempty), a.shape[1]), dtype=np.uint64)
+        mask = self.config.hash_config.max if self.config.hash_config.precision == 32 else None
+        doc = 0
+        while doc < len(nonempty):
+            # Whole documents, about SIGNATURE_BLOCK_ROWS shingles at a time, so the temporary matrix stays small.
+            last = max(doc + 1, int(np.searchsorted(starts, starts[doc] + SIGNATURE_BLOCK_ROWS, side="right")))
+            lo, hi = int(starts[doc]), int(ends[last - 1])
+            phv = shingles[lo:hi, None] * a
+            phv += b
+            # x mod (2**61 - 1) without a division: 2**61 = 1 modulo the prime, so x = (x >> 61) + (x & prime)
+            # (below 2**61 + 8), less the prime once where that is still >= the prime (else x - prime wraps
+            # around to a larger number, and the minimum keeps x).
+            high = phv >> _SHIFT
+            phv &= _MERSENNE_PRIME
+            phv += high
+            np.minimum(phv, phv - _MERSENNE_PRIME, out=phv)
+            if mask is not None:
+                phv = np.bitwise_and(phv, mask)
+            mins[doc:last] = np.minimum.reduceat(phv, starts[doc:last] - lo, axis=0)
+            doc = last
+        config = self.config
+        rows = mins.astype(config.hash_config.np_dtype).reshape(len(nonempty), config.num_buckets, -1).tolist()
+        out: list[list[list[int]] | None] = [None] * len(grams)
+        for i, row in zip(nonempty.tolist(), rows, strict=True):
+            out[i] = row
+        return out
+
     def _documents(self, data: DocumentsPipeline) -> DocumentsPipeline:
-        for doc in data:
-            self._grams = doc.metadata.pop("grams")
-            yield doc
+        for batch in _batches(data, BATCH_DOCS):
+            grams = [doc.metadata.pop("grams") for doc in batch]
+            for doc, doc_grams, signature in zip(batch, grams, self._batch_signatures(grams), strict=True):
+                self._grams, self._signature = doc_grams, signature
+                yield doc
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1):
         return super().run(self._documents(data), rank, world_size)

@@ -68,3 +68,37 @@ def test_pipeline_drops_near_and_exact_duplicates(sample_dir, tmp_path, tasks):
     assert counters["drop_exact_duplicate"] == 1
     assert counters["documents_kept"] == len(docs)
     assert sorted(got.uid.tolist()) == got.uid.tolist() == list(range(len(docs)))
+
+
+@pytest.mark.parametrize("block", [7, 16_384])
+def test_batched_signatures_equal_datatrove(tmp_path, monkeypatch, block):
+    # The signature step computes a batch's signatures at once; each must equal datatrove's own get_signature,
+    # value for value, including documents without shingles and documents split across blocks of rows.
+    from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+
+    import corpus.steps
+
+    monkeypatch.setattr(corpus.steps, "SIGNATURE_BLOCK_ROWS", block)
+    step = corpus.steps.Signatures(str(tmp_path), DedupConfig())
+    reference = MinhashDedupSignature(str(tmp_path), step.config, language=corpus.steps._Words())
+    gen = np.random.default_rng(0)
+    grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17)]
+    got = step._batch_signatures(grams)
+    for g, signature in zip(grams, got, strict=True):
+        assert signature == (reference.get_signature(g.reshape(-1, 1)) if len(g) else None)
+
+
+def test_batched_signatures_modulus_edges(tmp_path):
+    # Shingles whose products land on the Mersenne prime, just above it and at the top of uint64 exercise the
+    # division-free modulus at its edges.
+    import corpus.steps
+
+    step = corpus.steps.Signatures(str(tmp_path), DedupConfig())
+    a, b = step.parameters
+    prime = int(corpus.steps._MERSENNE_PRIME)
+    edges = np.array([0, 1, prime - 1, prime, prime + 1, 2 * prime, 2**64 - 1], dtype=np.uint64)
+    got = step._batch_signatures([edges[i:i + 1] for i in range(len(edges))])
+    for x, signature in zip(edges.tolist(), got, strict=True):
+        # a document of one shingle: its signature is that shingle's permuted hashes
+        want = [(x * int(a[0, j]) + int(b[0, j])) % 2**64 % prime for j in range(a.shape[1])]
+        assert [v for bucket in signature for v in bucket] == want
