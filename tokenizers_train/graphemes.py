@@ -31,6 +31,7 @@ import regex
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
+from fertility.tokenizers.hf import bytes_to_unicode
 from tokenizers_train.pretokenize import SCRIPT_AWARE_PATTERN
 
 JOINERS = "\u200c\u200d"  # ZWNJ, ZWJ: they belong to the cluster before them
@@ -43,21 +44,7 @@ _PUA_SIZE = 0xFFFFE - _PUA_BASE
 _SEP = "\n"
 
 
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-in for each byte, the alphabet of HF's ``ByteLevel`` (``decoders.ByteLevel``
-    maps it back): printable Latin-1 bytes stand for themselves, the others are shifted above U+00FF."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    table, shift = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + shift)
-            shift += 1
-    return table
-
-
-_BYTE = byte_to_unicode()
+_BYTE = bytes_to_unicode()  # GPT-2's printable stand-in for each byte (HF ByteLevel's alphabet)
 
 
 def to_byte_level(text: str) -> str:

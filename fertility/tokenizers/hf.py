@@ -42,7 +42,7 @@ _QWEN_SPECIALS = [
 
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used by byte-level BPE vocabularies."""
     keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
     chars = list(keep)
@@ -55,7 +55,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(keep, map(chr, chars), strict=True))
 
 
-_BYTE_CHARS = set(_bytes_to_unicode().values())
+_BYTE_CHARS = set(bytes_to_unicode().values())
 
 
 def _has_type(node, name: str) -> bool:

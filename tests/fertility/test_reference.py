@@ -18,10 +18,10 @@ from fertility.metrics import COUNT_FIELDS, N_SCRIPTS, count_tokens, prepare_bat
 from fertility.scripts import scripted_batch
 from fertility.text import iter_documents
 from fertility.tokenizers import HFTokenizer
-from fertility.tokenizers.hf import _bytes_to_unicode
+from fertility.tokenizers.hf import bytes_to_unicode
 
 FILES = ["bn/literature-bnarchive.txt.gz", "bn/poems-pd-banglakosh.txt.gz", "en/wiki-en-chinapedia.txt.gz"]
-_BYTE_OF = {c: b for b, c in _bytes_to_unicode().items()}
+_BYTE_OF = {c: b for b, c in bytes_to_unicode().items()}
 
 
 @pytest.fixture(scope="module")

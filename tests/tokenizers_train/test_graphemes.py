@@ -5,6 +5,7 @@ from tokenizers import Tokenizer, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from corpus.normalize import normalize
+from fertility.tokenizers.hf import bytes_to_unicode
 from tokenizers_train import backends, graphemes
 from tokenizers_train.run import resolve_train
 
@@ -38,11 +39,11 @@ def test_byte_level_strings_match_hf_byte_level():
     text = "বাংলা, the 😀 \u00e9 ï\t\x00"
     hf = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(text)
     assert "".join(p for p, _ in hf) == graphemes.to_byte_level(text)
-    assert set(graphemes.byte_to_unicode().values()) == set(pre_tokenizers.ByteLevel.alphabet())
+    assert set(bytes_to_unicode().values()) == set(pre_tokenizers.ByteLevel.alphabet())
 
 
 def test_no_learned_token_starts_with_a_mark(pair):
-    decode = {v: k for k, v in graphemes.byte_to_unicode().items()}
+    decode = {v: k for k, v in bytes_to_unicode().items()}
     for whole, tok in pair.items():
         bad = []
         for token in tok.get_vocab():
