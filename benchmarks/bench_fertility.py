@@ -18,7 +18,7 @@ import argparse
 import time
 from pathlib import Path
 
-from fertility.analysis import BATCH_CHARS, analyze
+from fertility.analysis import BATCH_CHARS, analyze, head_documents
 from fertility.cli import DEFAULT_DETAIL_EVERY
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
@@ -41,17 +41,6 @@ def batches(docs: list[str]) -> list[list[str]]:
     return out + ([batch] if batch else [])
 
 
-def head(docs: list[str], max_chars: int) -> list[str]:
-    """The first whole documents up to ``max_chars`` characters."""
-    out, chars = [], 0
-    for d in docs:
-        if chars >= max_chars:
-            break
-        out.append(d)
-        chars += len(d)
-    return out
-
-
 def best_of(repeat: int, fn) -> tuple[float, float]:
     """Best wall-clock and best CPU time (all threads of this process) over ``repeat`` runs."""
     wall, cpu = [], []
@@ -71,7 +60,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY)
     args = parser.parse_args()
-    docs = {lang: head([d.text for p in paths for d in iter_documents(str(p))], args.max_chars)
+    docs = {lang: head_documents([d.text for p in paths for d in iter_documents(str(p))], args.max_chars)
             for lang, paths in FILES.items()}
     print(f"{'tokenizer':<12} {'lang':<4} {'chars':>8} {'encode cpu':>10} {'analysis cpu':>12} {'ratio':>6}"
           f" {'wall ratio':>10} {'exact cpu':>9} {'exact ratio':>11}   (detail_every={args.detail_every})")

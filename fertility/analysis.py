@@ -263,7 +263,7 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
         for lang, docs in texts.items():
             if isinstance(docs, str):
                 raise TypeError(f"texts[{lang!r}] must be a sequence of documents, not one string")
-            kept = _head([d for d in docs if d.strip()], max_chars)
+            kept = head_documents([d for d in docs if d.strip()], max_chars)
             if not kept:
                 raise TextError(f"texts[{lang!r}]: no documents (expected non-blank strings)")
             info = {"documents": len(kept), "chars": sum(map(len, kept)), "bad_utf8": 0}
@@ -282,7 +282,8 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
                     bad_utf8=counters.get("bad_utf8", 0))
 
 
-def _head(docs: list[str], max_chars: int | None) -> list[str]:
+def head_documents(docs: list[str], max_chars: int | None) -> list[str]:
+    """The first whole documents up to ``max_chars`` characters (all of them for None)."""
     if max_chars is None:
         return docs
     kept, total = [], 0
