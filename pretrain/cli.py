@@ -13,7 +13,6 @@ Exit codes: 0 done, 1 training error, 2 bad arguments or data refused, 3 halted 
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from fertility import clihelp
 from fertility.clihelp import HelpFormatter, plain
+from fertility.fileio import read_json
 from pretrain.config import RunConfig, apply_overrides, preset
 
 EXIT_BAD_INPUT = 2
@@ -108,11 +108,11 @@ def _eval_parser(sub) -> None:
 def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfig:
     """The run's config: the saved one on --resume (only run-control fields may change), else the preset."""
     from pretrain.config import RESUMABLE_KEYS
-    from pretrain.data import DataError, open_dataset
+    from pretrain.data import DataError
 
     saved = Path(args.out) / "config.json"
     if (args.resume or args.resume_from) and saved.exists():
-        raw = json.loads(saved.read_text(encoding="utf-8"))
+        raw = read_json(saved)
         raw["train"]["inject_faults"] = []  # faults are per invocation, never inherited
         cfg = apply_overrides(RunConfig.from_dict(raw), overrides)
         before, after = RunConfig.from_dict(raw).to_dict(), cfg.to_dict()
@@ -126,14 +126,23 @@ def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfi
             print(f"[pretrain] --resume: {saved} does not exist yet, starting a new run", file=sys.stderr)
         if not args.config or not args.data:
             raise DataError("launch needs --config and --data (or --resume of an existing run)")
-        if Path(args.config).suffix == ".json":
-            cfg = RunConfig.from_dict(json.loads(Path(args.config).read_text(encoding="utf-8")))
-        else:
-            cfg = preset(args.config, open_dataset(args.data).manifest.tokenizer.vocab_size)
-        cfg = apply_overrides(cfg, overrides)
+        cfg = _new_config(args, overrides)
     if sup_args:
         cfg.train.supervisor_args = sup_args
     return cfg
+
+
+def _new_config(args, overrides: list[str]) -> RunConfig:
+    """A new run's config: ``--config`` (a preset sized to the shards' vocabulary, else to ``--vocab-size``, or a
+    config JSON) with ``overrides`` applied."""
+    from pretrain.data import open_dataset
+
+    if Path(args.config).suffix == ".json":
+        cfg = RunConfig.from_dict(read_json(args.config))
+    else:
+        vocab = open_dataset(args.data).manifest.tokenizer.vocab_size if args.data else args.vocab_size
+        cfg = preset(args.config, vocab)
+    return apply_overrides(cfg, overrides)
 
 
 def _overrides(args) -> list[str]:
@@ -202,7 +211,7 @@ def use_fsdp(cfg: RunConfig, runtime) -> bool:
 
 def dry_run(args, sup_args: list[str]) -> int:
     """``launch --dry-run``: the plan of the config the same arguments would train, without data or a device."""
-    from pretrain.data import DataError, open_dataset
+    from pretrain.data import DataError
     from pretrain.plan import format_plan, run_plan
 
     if args.out and (args.resume or args.resume_from):
@@ -210,12 +219,7 @@ def dry_run(args, sup_args: list[str]) -> int:
     else:
         if not args.config:
             raise DataError("launch --dry-run needs --config")
-        if Path(args.config).suffix == ".json":
-            cfg = RunConfig.from_dict(json.loads(Path(args.config).read_text(encoding="utf-8")))
-        else:
-            vocab = open_dataset(args.data).manifest.tokenizer.vocab_size if args.data else args.vocab_size
-            cfg = preset(args.config, vocab)
-        cfg = apply_overrides(cfg, [o for o in _overrides(args) if not o.startswith("train.out=")])
+        cfg = _new_config(args, [o for o in _overrides(args) if not o.startswith("train.out=")])
     print(format_plan(run_plan(cfg, tokens_per_s=args.tokens_per_s)))
     return 0
 
