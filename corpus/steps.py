@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain
 
 import numpy as np
@@ -23,6 +22,7 @@ from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes, words
@@ -123,34 +123,28 @@ class TokenizeAndStore(PipelineStep):
         self.tokenizer, self.tokenizer_dir, self.compare, self.work_url = tokenizer, tokenizer_dir, compare, work_url
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from fertility.tokenizers import load_tokenizer
+        from fertility.tokenizers import load_tokenizer, one_thread
 
         tok = load_tokenizer(self.tokenizer, self.tokenizer_dir)
         compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]
         meta: dict[str, list] = {k: [] for k in ("uid", "source", "tokens", "chars", "bytes", "keys", "compare")}
         folder = get_datafolder(self.work_url)
-
-        def encode(texts: list[str]) -> tuple[list, list]:
-            return tok.encode_ids(texts), [[len(x) for x in c.encode_ids(texts)] for c in compare]
-
-        # A thread tokenizes (natively, outside the GIL) while this one cleans the next batch; two batches
-        # wait at most, so a slow batch on either side stalls neither and memory stays bounded.
-        pending: deque = deque()
-        with folder.open(f"docs/{rank:05d}.tokens", "wb") as out, ThreadPoolExecutor(max_workers=1) as pool:
+        # A task owns one core (tasks = cores locally, one CPU per task on Ray): the tokenizer encodes on this
+        # thread, between the cleaning of one batch and the next, rather than in a pool beside it.
+        with one_thread(), folder.open(f"docs/{rank:05d}.tokens", "wb") as out:
             for batch in _batches(data, BATCH_DOCS):
-                pending.append((batch, pool.submit(encode, [d.text for d in batch])))
-                if len(pending) > 2:
-                    yield from self._store(*pending.popleft(), out, meta)
-            while pending:
-                yield from self._store(*pending.popleft(), out, meta)
+                texts = [d.text for d in batch]
+                ids = tok.encode_ids(texts)
+                counts = [[len(x) for x in c.encode_ids(texts)] for c in compare]
+                yield from self._store(batch, ids, counts, out, meta)
         arrays = {k: np.array(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
         arrays["keys"] = np.frombuffer(b"".join(meta["keys"]), dtype=np.uint8).reshape(-1, 16)
         arrays["compare"] = np.array(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
         with folder.open(f"docs/{rank:05d}.meta.npz", "wb") as f:
             f.write(_npz_bytes(**arrays))
 
-    def _store(self, docs: list[Document], encoded: Future, out, meta: dict[str, list]) -> Iterator[Document]:
-        ids, counts = encoded.result()
+    def _store(self, docs: list[Document], ids: list[list[int]], counts: list[list[int]], out,
+               meta: dict[str, list]) -> Iterator[Document]:
         out.write(np.fromiter(chain.from_iterable(ids), dtype="<u4", count=sum(len(x) for x in ids)).tobytes())
         for i, (doc, tokens) in enumerate(zip(docs, ids, strict=True)):
             meta["uid"].append(doc.metadata["uid"])
@@ -189,31 +183,29 @@ class _Words(WordTokenizer):
 
 
 class Signatures(MinhashDedupSignature):
-    """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed), with the
-    signatures of a batch of documents computed in one numpy pass (datatrove's formula, value for value); datatrove
-    still numbers, writes and sorts them."""
+    """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed).
+
+    A batch's signatures are computed in one numpy pass (datatrove's formula, value for value) and written to
+    datatrove's bucket files in its record format, one array per bucket; datatrove's own ``run`` then finds the
+    complete files and sorts them as always. (Its loop packs every document's signature with ``struct``, bucket
+    by bucket: a third of this stage's time.)
+    """
 
     def __init__(self, output_folder: str, dedup: DedupConfig):
-        super().__init__(output_folder, minhash_config(dedup), language=_Words())
-        self._grams: np.ndarray | None = None
-        self._signature: list[list[int]] | None = None
+        # skip_existing_sigs: datatrove's run must sort the files this step has just written, not write them again.
+        super().__init__(output_folder, minhash_config(dedup), language=_Words(), skip_existing_sigs=True)
 
-    def get_shingles(self, text: str) -> np.ndarray:
-        # The cleaning step already hashed this document's word n-grams; _documents handed them over.
-        return self._grams.reshape(-1, 1)
-
-    def get_signature(self, shingles: np.ndarray) -> list[list[int]]:
-        return self._signature
-
-    def _batch_signatures(self, grams: list[np.ndarray]) -> list[list[list[int]] | None]:
-        """datatrove's ``get_signature`` of every document of the batch (None where it has no shingles): the
-        same uint64 arithmetic (wrapping products, then mod 2**61 - 1, here without division) over all shingles at once, in blocks of
-        rows, and the minimum per document with ``np.minimum.reduceat``."""
+    def signatures(self, grams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """datatrove's ``get_signature`` of the batch's documents that have shingles: their indices in the batch,
+        and their signatures, one row of ``num_hashes`` values (the configured dtype) each. The same uint64
+        arithmetic (wrapping products, then mod 2**61 - 1, here without division) over all shingles at once, in
+        blocks of rows, and the minimum per document with ``np.minimum.reduceat``."""
         a, b = self.parameters
         sizes = np.array([len(g) for g in grams])
         nonempty = np.flatnonzero(sizes)
+        dtype = self.config.hash_config.np_dtype
         if not len(nonempty):
-            return [None] * len(grams)
+            return nonempty, np.zeros((0, a.shape[1]), dtype=dtype)
         shingles = np.concatenate([grams[i] for i in nonempty]).astype(np.uint64)
         starts = np.concatenate(([0], np.cumsum(sizes[nonempty])[:-1]))
         ends = np.append(starts[1:], len(shingles))
@@ -237,22 +229,30 @@ class Signatures(MinhashDedupSignature):
                 phv = np.bitwise_and(phv, mask)
             mins[doc:last] = np.minimum.reduceat(phv, starts[doc:last] - lo, axis=0)
             doc = last
-        config = self.config
-        rows = mins.astype(config.hash_config.np_dtype).reshape(len(nonempty), config.num_buckets, -1).tolist()
-        out: list[list[list[int]] | None] = [None] * len(grams)
-        for i, row in zip(nonempty.tolist(), rows, strict=True):
-            out[i] = row
-        return out
-
-    def _documents(self, data: DocumentsPipeline) -> DocumentsPipeline:
-        for batch in _batches(data, BATCH_DOCS):
-            grams = [doc.metadata.pop("grams") for doc in batch]
-            for doc, doc_grams, signature in zip(batch, grams, self._batch_signatures(grams), strict=True):
-                self._grams, self._signature = doc_grams, signature
-                yield doc
+        return nonempty, mins.astype(dtype)
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1):
-        return super().run(self._documents(data), rank, world_size)
+        config = self.config
+        per_bucket = config.hashes_per_bucket
+        # datatrove's record: the bucket's hashes, then the document's index in the task (struct "<{n}QI")
+        record = np.dtype([("hashes", np.dtype(config.hash_config.np_dtype).newbyteorder("<"), (per_bucket,)),
+                           ("doc", "<u4")])
+        with self.track_time():
+            files = [self.output_folder.open(f"bucket_{bi:03d}/{rank:05d}.minhash.sig", mode="wb")
+                     for bi in range(config.num_buckets)]
+            n_docs = 0
+            for batch in _batches(data, BATCH_DOCS):
+                docs, rows = self.signatures([doc.metadata.pop("grams") for doc in batch])
+                records = np.empty(len(docs), dtype=record)
+                records["doc"] = n_docs + docs
+                for bi, f in enumerate(files):
+                    records["hashes"] = rows[:, bi * per_bucket:(bi + 1) * per_bucket]
+                    f.write(records.tobytes())
+                self.stat_update(StatHints.total, value=len(batch))
+                n_docs += len(batch)
+            for f in files:
+                f.close()
+        super().run(iter(()), rank, world_size)
 
 
 class FaultPoint(PipelineStep):

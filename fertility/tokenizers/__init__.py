@@ -9,7 +9,7 @@ Modules: ``base`` (the interface, shared array helpers), ``tiktoken``, ``hf``, `
 library), ``loading`` (names, paths, format detection).
 """
 
-from fertility.tokenizers.base import Encoded, Spans, Tokenizer, TokenizerLoadError, worker_pool
+from fertility.tokenizers.base import Encoded, Spans, Tokenizer, TokenizerLoadError, one_thread, worker_pool
 from fertility.tokenizers.hf import GPT2_PATTERN, QWEN_PATTERN, HFTokenizer
 from fertility.tokenizers.loading import (
     KNOWN_TOKENIZERS,
@@ -30,6 +30,6 @@ from fertility.tokenizers.tiktoken import (
 __all__ = [
     "CL100K_PATTERN", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN_PATTERN",
     "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "HFTokenizer", "SentencePieceTokenizer",
-    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "load_tokenizer", "read_tiktoken_ranks",
-    "worker_pool",
+    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "load_tokenizer", "one_thread",
+    "read_tiktoken_ranks", "worker_pool",
 ]

@@ -14,8 +14,9 @@ import hashlib
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -43,6 +44,34 @@ def worker_pool() -> ThreadPoolExecutor:
 
 if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it makes its own pool
     os.register_at_fork(after_in_child=worker_pool.cache_clear)
+
+_one_thread = False
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Within the block, :meth:`Tokenizer.encode_ids` runs on the calling thread only.
+
+    For a worker that owns one core: a corpus build task (datatrove runs one task per core, Ray reserves one CPU
+    per task), where the libraries' own thread pools would make N tasks fight over N cores.
+    """
+    global _one_thread
+    saved, saved_env = _one_thread, os.environ.get("TOKENIZERS_PARALLELISM")
+    _one_thread = True
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # HF tokenizers reads it at every batch call
+    try:
+        yield
+    finally:
+        _one_thread = saved
+        if saved_env is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = saved_env
+
+
+def in_one_thread() -> bool:
+    """True inside :func:`one_thread` (adapters whose libraries take a thread count ask)."""
+    return _one_thread
 
 
 class TokenizerLoadError(InputError):

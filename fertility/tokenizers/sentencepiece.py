@@ -16,6 +16,7 @@ from fertility.tokenizers.base import (
     TokenizerLoadError,
     _flatten,
     _sha256_files,
+    in_one_thread,
 )
 
 
@@ -48,7 +49,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.eos_id = sp.eos_id() if sp.eos_id() >= 0 else None
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        return self._sp.encode(list(texts), add_bos=False, add_eos=False)
+        return self._sp.encode(list(texts), add_bos=False, add_eos=False, num_threads=1 if in_one_thread() else None)
 
     def encode_spans(self, texts: Sequence[str]) -> Spans:
         """Spans from each piece's byte length (``▁`` is one space byte, a byte piece one byte), laid end to

@@ -22,6 +22,7 @@ from fertility.tokenizers.base import (
     _regex_pieces,
     _sha256_files,
     _tile,
+    in_one_thread,
     worker_pool,
 )
 
@@ -148,6 +149,8 @@ class TiktokenTokenizer(Tokenizer):
         self.eos_id = _first_id(("<|end_of_text|>", "<|endoftext|>"), specials.get)
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if in_one_thread():
+            return [self._enc.encode_ordinary(t) for t in texts]
         return self._enc.encode_ordinary_batch(list(texts))
 
     def encode_spans(self, texts: Sequence[str]) -> Spans:

@@ -83,9 +83,39 @@ def test_batched_signatures_equal_datatrove(tmp_path, monkeypatch, block):
     reference = MinhashDedupSignature(str(tmp_path), step.config, language=corpus.steps._Words())
     gen = np.random.default_rng(0)
     grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17)]
-    got = step._batch_signatures(grams)
-    for g, signature in zip(grams, got, strict=True):
-        assert signature == (reference.get_signature(g.reshape(-1, 1)) if len(g) else None)
+    docs, rows = step.signatures(grams)
+    assert docs.tolist() == [i for i, g in enumerate(grams) if len(g)]
+    for i, row in zip(docs.tolist(), rows, strict=True):
+        assert [x.tolist() for x in np.split(row, step.config.num_buckets)] == reference.get_signature(
+            grams[i].reshape(-1, 1))
+
+
+def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
+    # The step writes datatrove's bucket files itself (a batch at a time) and lets datatrove sort them: every
+    # file must hold the same bytes as datatrove's own stage 1 writes for the same documents and shingles,
+    # across batches and with documents that have no shingles (which keep their index but write no record).
+    from datatrove.data import Document
+    from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+
+    import corpus.steps
+
+    monkeypatch.setattr(corpus.steps, "BATCH_DOCS", 4)
+    gen = np.random.default_rng(1)
+    grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17, 9, 2, 6)]
+    texts = {f"doc {i}": g for i, g in enumerate(grams)}
+
+    class Reference(MinhashDedupSignature):
+        def get_shingles(self, text):
+            return texts[text].reshape(-1, 1)
+
+    ours = corpus.steps.Signatures(str(tmp_path / "ours"), DedupConfig())
+    reference = Reference(str(tmp_path / "reference"), ours.config, language=corpus.steps._Words())
+    ours.run(Document(text=t, id=t, metadata={"grams": g}) for t, g in texts.items())
+    reference.run(Document(text=t, id=t) for t in texts)
+    files = sorted(p.relative_to(tmp_path / "reference") for p in (tmp_path / "reference").rglob("*.sig"))
+    assert len(files) == ours.config.num_buckets
+    for f in files:
+        assert (tmp_path / "ours" / f).read_bytes() == (tmp_path / "reference" / f).read_bytes(), f
 
 
 def test_batched_signatures_modulus_edges(tmp_path):
@@ -97,8 +127,8 @@ def test_batched_signatures_modulus_edges(tmp_path):
     a, b = step.parameters
     prime = int(corpus.steps._MERSENNE_PRIME)
     edges = np.array([0, 1, prime - 1, prime, prime + 1, 2 * prime, 2**64 - 1], dtype=np.uint64)
-    got = step._batch_signatures([edges[i:i + 1] for i in range(len(edges))])
-    for x, signature in zip(edges.tolist(), got, strict=True):
+    _, rows = step.signatures([edges[i:i + 1] for i in range(len(edges))])
+    for x, signature in zip(edges.tolist(), rows, strict=True):
         # a document of one shingle: its signature is that shingle's permuted hashes
         want = [(x * int(a[0, j]) + int(b[0, j])) % 2**64 % prime for j in range(a.shape[1])]
-        assert [v for bucket in signature for v in bucket] == want
+        assert signature.tolist() == want

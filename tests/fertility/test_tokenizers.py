@@ -1,4 +1,5 @@
 import gzip
+import os
 
 import pytest
 
@@ -268,3 +269,17 @@ def test_sentencepiece_spans_from_lengths_equal_the_librarys_offsets(shared_tok,
     fast, library = tok.encode_spans(docs), tok._library_spans(docs)
     for field in ("ids", "starts", "ends", "counts"):
         assert np.array_equal(getattr(fast, field), getattr(library, field)), field
+
+
+def test_one_thread_encodes_the_same_ids_on_the_calling_thread(gpt2, o200k, monkeypatch):
+    from fertility.tokenizers import base, one_thread
+
+    texts = ["বাংলা লেখা and English", "second text"]
+    want = [gpt2.encode_ids(texts), o200k.encode_ids(texts)]
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    with one_thread():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"  # what HF tokenizers reads at each batch call
+        # tiktoken's batch call runs a thread pool: inside the block the adapter must not use it
+        monkeypatch.setattr(o200k._enc, "encode_ordinary_batch", None)
+        assert [gpt2.encode_ids(texts), o200k.encode_ids(texts)] == want
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true" and not base.in_one_thread()  # restored
