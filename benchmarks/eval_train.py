@@ -2,18 +2,27 @@
 text, and the share of Bangla tokens that start with a combining mark, ZWJ or ZWNJ.
 
     python benchmarks/eval_train.py --data ../shared/data OUT1/tokenizer.json [OUT2/tokenizer.json ...]
+    python benchmarks/eval_train.py --parallel BN_FILE EN_FILE [--parallel ...] OUT/tokenizer.json
 
-Held-out text, none of it trained on by ``tokenizers-train`` on the same files: the blocks of every source that
-``tokenizers_train.sampling`` holds aside (every 50th block of 20 lines, ``--holdout 0.02``), the XQuAD English
-Wikipedia contexts, and the Tatoeba bn-en parallel sentences (premium = Bangla tokens / English tokens on the
-same sentences). Characters are counted on the raw text as stored (``য়`` precomposed is one character),
-tokens without special tokens. ``mark-start`` is measured on the Bangla blog slice.
+``--data``: held-out text, none of it trained on by ``tokenizers-train`` on the same files: the blocks of every
+source that ``tokenizers_train.sampling`` holds aside (every 50th block of 20 lines, ``--holdout 0.02``), the
+XQuAD English Wikipedia contexts, and the Tatoeba bn-en parallel sentences (premium = Bangla tokens / English
+tokens on the same sentences). ``mark-start`` is measured on the Bangla blog slice.
+
+``--parallel BN_FILE EN_FILE`` (repeatable): a line-aligned Bangla-English parallel set of your own (plain or
+gzipped text, one segment per line), e.g. held-out news; each gets its chars/token per language, premium,
+Bangla mark-start share and the issue-13 acceptance verdict (Bangla >= 5.0, English >= 4.8, premium in
+[0.95, 1.05], mark-start <= 2%).
+
+Characters are counted on the raw text as stored (``য়`` precomposed is one character), tokens without special
+tokens.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -29,9 +38,51 @@ TATOEBA = {"bn": "parallel/tatoeba-bn-en/ben_Beng.txt.gz", "en": "parallel/tatoe
 PERIOD = 50  # 1 / the default --holdout
 
 
-def read(path: Path, held_only: bool) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for i, line in enumerate(f) if not held_only or (i // HOLDOUT_BLOCK) % PERIOD == 0]
+@dataclass(frozen=True)
+class Acceptance:
+    """Issue 13's acceptance on held-out parallel text."""
+
+    bn: float = 5.0  # Bangla chars/token at least
+    en: float = 4.8  # English chars/token at least
+    premium: tuple[float, float] = (0.95, 1.05)  # Bangla tokens / English tokens, inclusive
+    mark_start: float = 0.02  # share of Bangla tokens starting with a mark, ZWJ or ZWNJ, at most
+
+
+@dataclass
+class ParallelFigures:
+    bn: float
+    en: float
+    premium: float
+    mark_start: float
+
+    def failures(self, goal: Acceptance) -> list[str]:
+        low, high = goal.premium
+        checks = [(self.bn >= goal.bn, f"bn {self.bn:.3f} < {goal.bn}"),
+                  (self.en >= goal.en, f"en {self.en:.3f} < {goal.en}"),
+                  (low <= self.premium <= high, f"premium {self.premium:.3f} outside [{low}, {high}]"),
+                  (self.mark_start <= goal.mark_start, f"mark-start {self.mark_start:.2%} > {goal.mark_start:.0%}")]
+        return [why for ok, why in checks if not ok]
+
+
+def read(path: Path, held_only: bool = False) -> list[str]:
+    """The lines of a plain or gzipped UTF-8 file (``held_only``: those of the blocks training holds aside)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            return [line.rstrip("\n") for i, line in enumerate(f)
+                    if not held_only or (i // HOLDOUT_BLOCK) % PERIOD == 0]
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"{path}: cannot read it as UTF-8 text ({e})") from None
+
+
+def read_parallel(bn_path: Path, en_path: Path) -> tuple[list[str], list[str]]:
+    bn, en = read(bn_path), read(en_path)
+    if len(bn) != len(en):
+        raise SystemExit(f"--parallel {bn_path} {en_path}: {len(bn):,} and {len(en):,} lines; expected the same "
+                         f"number (one segment per line, aligned)")
+    if not any(bn) or not any(en):
+        raise SystemExit(f"--parallel {bn_path} {en_path}: no text")
+    return bn, en
 
 
 def n_tokens(tok: Tokenizer, lines: list[str]) -> list[int]:
@@ -47,23 +98,51 @@ def mark_start_share(tok: Tokenizer, lines: list[str]) -> float:
     return starts / total
 
 
-def main() -> None:
+def parallel_figures(tok: Tokenizer, bn: list[str], en: list[str]) -> ParallelFigures:
+    bn_tokens, en_tokens = sum(n_tokens(tok, bn)), sum(n_tokens(tok, en))
+    return ParallelFigures(bn=sum(map(len, bn)) / bn_tokens, en=sum(map(len, en)) / en_tokens,
+                           premium=bn_tokens / en_tokens, mark_start=mark_start_share(tok, bn))
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, required=True, help="the shared data folder (bn/, en/, multi/, parallel/)")
+    p.add_argument("--data", type=Path, help="the shared data folder (bn/, en/, multi/, parallel/)")
+    p.add_argument("--parallel", nargs=2, action="append", type=Path, default=[], metavar=("BN_FILE", "EN_FILE"),
+                   help="a line-aligned Bangla-English held-out set (repeatable)")
     p.add_argument("tokenizers", nargs="+", help="tokenizer.json files")
-    args = p.parse_args()
-    texts = {name: read(args.data / rel, held_only=True) for name, rel in HELD.items()}
-    texts["en XQuAD"] = read(args.data / XQUAD_EN, held_only=False)
-    parallel = {k: read(args.data / rel, held_only=False) for k, rel in TATOEBA.items()}
+    args = p.parse_args(argv)
+    if args.data is None and not args.parallel:
+        p.error("give --data, --parallel or both")
+    tokenizers = {path: Tokenizer.from_file(path) for path in args.tokenizers}
+    if args.data is not None:
+        _shared_table(args.data, tokenizers)
+    goal = Acceptance()
+    sets = [(bn_path, en_path, *read_parallel(bn_path, en_path)) for bn_path, en_path in args.parallel]
+    if sets:
+        print("\n| tokenizer | parallel set | lines | bn chars/token | en chars/token | premium bn/en | "
+              "bn mark-start | acceptance |")
+        print("|---|---|---:|---:|---:|---:|---:|---|")
+    for path, tok in tokenizers.items():
+        for bn_path, en_path, bn, en in sets:
+            f = parallel_figures(tok, bn, en)
+            failures = f.failures(goal)
+            print(f"| {path} | {bn_path.name} / {en_path.name} | {len(bn):,} | {f.bn:.3f} | {f.en:.3f} | "
+                  f"{f.premium:.3f} | {f.mark_start:.2%} | {'met' if not failures else '; '.join(failures)} |",
+                  flush=True)
+
+
+def _shared_table(data: Path, tokenizers: dict[str, Tokenizer]) -> None:
+    texts = {name: read(data / rel, held_only=True) for name, rel in HELD.items()}
+    texts["en XQuAD"] = read(data / XQUAD_EN)
+    bn, en = read_parallel(data / TATOEBA["bn"], data / TATOEBA["en"])
     cols = [*texts, "Tatoeba bn/en cpt", "Tatoeba premium", "bn mark-start"]
     print("| tokenizer | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))
-    for path in args.tokenizers:
-        tok = Tokenizer.from_file(path)
+    for path, tok in tokenizers.items():
         cells = [f"{sum(map(len, lines)) / sum(n_tokens(tok, lines)):.3f}" for lines in texts.values()]
-        bn, en = (sum(n_tokens(tok, parallel[k])) for k in ("bn", "en"))
-        cells.append(f"{sum(map(len, parallel['bn'])) / bn:.3f} / {sum(map(len, parallel['en'])) / en:.3f}")
-        cells.append(f"{bn / en:.3f}")
+        tatoeba = parallel_figures(tok, bn, en)
+        cells.append(f"{tatoeba.bn:.3f} / {tatoeba.en:.3f}")
+        cells.append(f"{tatoeba.premium:.3f}")
         cells.append(f"{mark_start_share(tok, texts['bn blog']):.2%}")
         print(f"| {path} | " + " | ".join(cells) + " |", flush=True)
 

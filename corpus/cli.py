@@ -11,7 +11,7 @@ from pathlib import Path
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
-from corpus.executors import EXECUTORS, ExecutorConfig, StageError
+from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig, StageError
 from corpus.ingest import IngestConfig, IngestError
 from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.prepare import corpus_tables
@@ -86,9 +86,21 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
                    help="tasks running at once (default: cores; 1 = in this process)")
     p.add_argument("--tasks", type=int, help="ingest tasks, the parts the sources are split into (default: --workers)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
-                   help="datatrove executor: local (default, no server) or ray")
+                   help="datatrove executor: local (default, no server), ray or slurm")
     p.add_argument("--ray-address", help="with --executor ray: the cluster to use (default: start a local Ray "
                                          "instance with --workers CPUs and stop it afterwards)")
+    d_slurm = SlurmConfig()
+    g = p.add_argument_group("slurm (--executor slurm: each stage is a job array; this command waits for it)")
+    g.add_argument("--slurm-partition", help="the partition to run on (required with --executor slurm)")
+    g.add_argument("--slurm-time", default=d_slurm.time, help="time limit of a task")
+    g.add_argument("--slurm-mem-per-cpu", type=int, default=d_slurm.mem_per_cpu_gb, metavar="GB")
+    g.add_argument("--slurm-qos")
+    g.add_argument("--slurm-env-command", metavar="CMD",
+                   help="run on the node before each task (default: activate this command's virtual environment)")
+    g.add_argument("--slurm-sbatch-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="another #SBATCH option, e.g. account=myproject (repeatable)")
+    g.add_argument("--slurm-poll", type=float, default=d_slurm.poll_s, metavar="SECONDS",
+                   help="how often to look whether a stage has finished")
     p.add_argument("--work-dir", help="where the stages' files go, any fsspec URL (default: OUT/.work)")
     p.add_argument("--status-file", help="JSON progress of every stage, rewritten while it runs "
                                          "(default: WORK_DIR/status.json for a local work folder)")
@@ -105,8 +117,16 @@ def _apply_preset(a: argparse.Namespace, p_defaults: dict) -> None:
 def _executor(a: argparse.Namespace) -> ExecutorConfig:
     if a.workers < 1 or (a.tasks is not None and a.tasks < 1):
         raise BuildError("--workers and --tasks must be at least 1")
+    sbatch = {}
+    for item in a.slurm_sbatch_arg:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BuildError(f"--slurm-sbatch-arg {item!r}: expected KEY=VALUE (an sbatch option without its --)")
+        sbatch[key.strip().removeprefix("--")] = value.strip()
+    slurm = SlurmConfig(partition=a.slurm_partition, time=a.slurm_time, mem_per_cpu_gb=a.slurm_mem_per_cpu,
+                        qos=a.slurm_qos, env_command=a.slurm_env_command, sbatch_args=sbatch, poll_s=a.slurm_poll)
     return ExecutorConfig(kind=a.executor, workers=a.workers, tasks=a.tasks, ray_address=a.ray_address,
-                          progress=not a.no_progress, status_file=a.status_file)
+                          slurm=slurm, progress=not a.no_progress, status_file=a.status_file)
 
 
 def _config(a: argparse.Namespace) -> BuildConfig:

@@ -1,26 +1,30 @@
-"""Run a datatrove pipeline on the chosen executor: local (default, embedded, no server) or Ray.
+"""Run a datatrove pipeline on the chosen executor: local (default, embedded, no server), Ray or Slurm.
 
 ``local`` is datatrove's ``LocalPipelineExecutor`` (tasks run in this process when one runs at a time, else in
 a process pool). ``ray`` is datatrove's ``RayPipelineExecutor`` on the Ray cluster at ``ray_address`` or, without
 one, on a local Ray instance that :func:`executor_session` starts with ``workers`` CPUs and stops afterwards
-(an instance already started by the caller, ``ray.init()``, is used as it is). Each stage keeps its own
-datatrove logging folder, whose completion markers let a rerun skip the tasks already done.
+(an instance already started by the caller, ``ray.init()``, is used as it is). ``slurm`` is datatrove's
+``SlurmPipelineExecutor``: a stage is submitted as a job array (``sbatch``), and this process waits until its
+tasks are complete or the array has left the queue (``squeue``), since the next stage reads their files. Each
+stage keeps its own datatrove logging folder, whose completion markers let a rerun skip the tasks already done.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import datatrove.executor.base
 import datatrove.executor.ray
-from datatrove.executor import LocalPipelineExecutor, RayPipelineExecutor
+from datatrove.executor import LocalPipelineExecutor, RayPipelineExecutor, SlurmPipelineExecutor
 from datatrove.utils.logging import logger
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "slurm")
 
 
 class StageError(RuntimeError):
@@ -28,13 +32,29 @@ class StageError(RuntimeError):
 
 
 @dataclass
+class SlurmConfig:
+    """Where the stages' job arrays run (``--executor slurm``); one CPU per task, as everywhere."""
+
+    partition: str | None = None  # required with --executor slurm
+    time: str = "24:00:00"  # per task
+    mem_per_cpu_gb: int = 2
+    qos: str | None = None
+    # run on the node before each task, e.g. "source /shared/venv/bin/activate"; None: activate the virtual
+    # environment this command runs in (the nodes must see the same path), or nothing outside one
+    env_command: str | None = None
+    sbatch_args: dict[str, str] = field(default_factory=dict)  # more #SBATCH options, e.g. {"account": "x"}
+    poll_s: float = 30.0  # how often this process looks at the stage's completion markers and the queue
+
+
+@dataclass
 class ExecutorConfig:
     """How to run the stages; none of it changes the output."""
 
     kind: str = "local"
-    workers: int = 1  # tasks running at once (local: processes; ray: CPUs of a local instance)
+    workers: int = 1  # tasks running at once (local: processes; ray: CPUs of a local instance; slurm: unused)
     tasks: int | None = None  # tasks of the ingest stage; None = workers
     ray_address: str | None = None
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
     progress: bool = True
     status_file: str | None = None
 
@@ -74,6 +94,8 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
     """Connect to (or start, and then stop) the Ray instance the ``ray`` executor needs; nothing for local."""
     if config.kind not in EXECUTORS:
         raise ValueError(f"--executor {config.kind!r}: expected one of {', '.join(EXECUTORS)}")
+    if config.kind == "slurm" and not config.slurm.partition:
+        raise ValueError("--executor slurm needs --slurm-partition (the partition the job arrays run on)")
     if config.kind != "ray":
         yield
         return
@@ -105,18 +127,52 @@ class _Ray(RayPipelineExecutor):
     """datatrove's Ray executor, for the same reason as :class:`_Local`."""
 
 
+class _Slurm(SlurmPipelineExecutor):
+    """datatrove's Slurm executor, for the same reason as :class:`_Local` (a task unpickles it on its node)."""
+
+
+def _slurm_executor(config: SlurmConfig, pipeline: list, tasks: int, logging_dir: str) -> _Slurm:
+    env_command = config.env_command
+    if env_command is None and sys.prefix != sys.base_prefix:
+        env_command = f"source {os.path.join(sys.prefix, 'bin', 'activate')}"
+    name = os.path.basename(logging_dir.rstrip("/"))
+    return _Slurm(pipeline, tasks=tasks, logging_dir=logging_dir, partition=config.partition, time=config.time,
+                  cpus_per_task=1, mem_per_cpu_gb=config.mem_per_cpu_gb, qos=config.qos, job_name=f"corpus-{name}",
+                  env_command=env_command, sbatch_args=dict(config.sbatch_args))
+
+
+def _in_queue(job_id: str) -> bool:
+    """Whether Slurm still lists the job (pending or running); an id it no longer knows is not."""
+    listed = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%i"], capture_output=True, text=True)
+    return listed.returncode == 0 and bool(listed.stdout.strip())
+
+
+def _wait_for_slurm(executor: _Slurm, poll_s: float) -> None:
+    """Until every task of the stage is complete, or its job array has left the queue with tasks undone
+    (the caller then reports them). A task marks itself complete before it exits, so once the array is out
+    of the queue, the markers there are all there will be."""
+    while executor.get_incomplete_ranks(skip_completed=True):
+        if executor.job_id in (None, -1) or not _in_queue(executor.job_id):
+            return
+        time.sleep(poll_s)
+
+
 def run_pipeline(config: ExecutorConfig, pipeline: list, tasks: int, logging_dir: str) -> None:
     """Run ``tasks`` tasks of ``pipeline``, skipping those already completed in ``logging_dir``."""
     workers = max(1, min(config.workers, tasks))
-    if config.kind == "ray":
+    if config.kind == "slurm":
+        executor = _slurm_executor(config.slurm, pipeline, tasks, logging_dir)
+        executor.run()  # submits the job array (and datatrove's merge of its statistics) and returns
+        _wait_for_slurm(executor, config.slurm.poll_s)
+    elif config.kind == "ray":
         # A task streams its documents, so half a GB is what it reserves; datatrove's default (2 GB per CPU)
         # can leave tasks pending forever on a small or busy machine.
         executor = _Ray(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir,
                         cpus_per_task=1, mem_per_cpu_gb=0.5)
+        executor.run()
     else:
-        executor = _Local(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir,
-                                         start_method="spawn")
-    executor.run()
+        executor = _Local(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir, start_method="spawn")
+        executor.run()
     incomplete = executor.get_incomplete_ranks(skip_completed=True)
     if incomplete:
         raise StageError(f"{len(incomplete)} of {tasks} tasks failed (see {logging_dir}/logs); rerun the same "

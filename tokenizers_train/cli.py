@@ -82,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
             max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
             max_validation_chars=args.max_validation_chars,
             goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
-                      balance=not (args.target or args.parity or args.shares or args.temperature),
                       tolerance=args.tolerance, max_rounds=args.max_rounds),
             whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
             probe_chars=args.probe_chars,

@@ -67,6 +67,7 @@ def run(config: RunConfig) -> RunResult:
     The work is kept in a checkpoint folder beside OUT (:mod:`tokenizers_train.checkpoint`), so the same
     command after a kill resumes where it stopped; OUT itself is assembled and renamed into place at the end.
     """
+    config = dataclasses.replace(config, goal=resolve_goal(config))
     out = config.out
     check_output_dir(out, overwrite=config.overwrite)
     backends.check_config(config.train, 0)  # backend, multiple of 64; the alphabet is checked once read
@@ -87,6 +88,15 @@ def run(config: RunConfig) -> RunResult:
     result.out = out
     result.tokenizer = out / result.tokenizer.name
     return result
+
+
+def resolve_goal(config: RunConfig) -> targeting.Goal:
+    """``config.goal`` with ``balance=None`` decided: fair by default, i.e. balance unless targets, parity,
+    shares or a temperature decide the shares."""
+    goal = config.goal
+    if goal.balance is None:
+        goal = dataclasses.replace(goal, balance=not (goal.targets or goal.parity or config.shares or config.temperature))
+    return goal
 
 
 @dataclass

@@ -32,13 +32,15 @@ class Goal:
 
     targets: dict[str, float] = field(default_factory=dict)
     parity: str | None = None
-    balance: bool = False
+    # None: balance when nothing else decides the shares (no targets, parity, shares or temperature), as the
+    # command does; ``tokenizers_train.run.resolve_goal`` decides it before training.
+    balance: bool | None = None
     tolerance: float = 1.05
     max_rounds: int = 4
 
     @property
     def active(self) -> bool:
-        return bool(self.targets) or self.parity is not None or self.balance
+        return bool(self.targets) or self.parity is not None or bool(self.balance)
 
 
 @dataclass

@@ -1,15 +1,17 @@
-"""The same bytes whatever runs the pipeline: the local executor with 1 and 2 tasks, and Ray (a local instance
-with 2 CPUs, started once for this module); a FineWeb-2-schema parquet file set as a source, offline."""
+"""The same bytes whatever runs the pipeline: the local executor with 1 and 2 tasks, Ray (a local instance
+with 2 CPUs, started once for this module) and Slurm (stand-in ``sbatch``/``srun``/``squeue`` commands that run
+the job array here); a FineWeb-2-schema parquet file set as a source, offline."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
 from corpus.build import BuildConfig, build
-from corpus.executors import ExecutorConfig
+from corpus.executors import ExecutorConfig, SlurmConfig, StageError
 from corpus.ingest import IngestConfig
 from corpus.sources import parse_source
 from fertility.text import iter_documents, parse_text_arg
@@ -96,6 +98,88 @@ def test_ray_equals_local(config, local_one, tmp_path):
     build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
     assert not ray.is_initialized()
     assert _sha256(tmp_path) == _sha256(local_one)
+
+
+FAKE_SBATCH = """#!{python}
+# Stand-in for sbatch: keeps the script, runs the array's tasks now, one after another (unless the test says
+# the job was cancelled), and answers as sbatch does.
+import os, re, shutil, subprocess, sys
+script = sys.argv[-1]
+text = open(script).read()
+kept = os.path.join(os.environ["FAKE_SLURM_DIR"], "submitted")
+os.makedirs(kept, exist_ok=True)
+shutil.copy(script, os.path.join(kept, str(len(os.listdir(kept)))))
+env = dict(os.environ, SLURM_NODELIST="localhost", SLURM_JOB_ID="4242",
+           PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+for opt in sys.argv[1:-1]:
+    if opt.startswith("--export=ALL,"):
+        env.update(kv.split("=", 1) for kv in opt[len("--export=ALL,"):].split(","))
+first, last = map(int, re.search(r"#SBATCH --array=(\\d+)-(\\d+)", text).groups())
+if not os.path.exists(os.path.join(os.environ["FAKE_SLURM_DIR"], "cancel")):
+    with open(os.path.join(os.environ["FAKE_SLURM_DIR"], "tasks.log"), "a") as log:
+        for i in range(first, last + 1):
+            subprocess.run(["bash", script], env=dict(env, SLURM_ARRAY_TASK_ID=str(i)), stdout=log, stderr=log)
+print("Submitted batch job 4242")
+"""
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch) -> Path:
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(python=sys.executable))
+    (bin_dir / "srun").write_text('#!/bin/bash\nwhile [[ $# -gt 2 ]]; do shift; done\nexec "$@"\n')  # the command
+    (bin_dir / "squeue").write_text("#!/bin/bash\n")  # the job has left the queue: sbatch ran it already
+    (bin_dir / "scontrol").write_text("#!/bin/bash\necho localhost\n")  # show hostnames: the one node
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, local_one, fake_slurm, tmp_path):
+    slurm = ExecutorConfig(kind="slurm", tasks=2, progress=False,
+                           slurm=SlurmConfig(partition="cpu", sbatch_args={"account": "proj"}, poll_s=0.01))
+    (fake_slurm / "cancel").touch()  # the job array leaves the queue with no task done
+    with pytest.raises(StageError, match="2 of 2 tasks failed"):
+        build(config, tmp_path / "out", executor=slurm)
+    (fake_slurm / "cancel").unlink()
+    build(config, tmp_path / "out", executor=slurm)  # the same command again: the tasks run this time
+    assert _sha256(tmp_path / "out") == _sha256(local_one)
+    scripts = [p.read_text() for p in sorted((fake_slurm / "submitted").iterdir())]
+    arrays = [s for s in scripts if "launch_pickled_pipeline" in s]
+    assert len(arrays) == 2 and all("#SBATCH --array=0-1" in s for s in arrays)
+    assert all("#SBATCH --partition=cpu" in s and "#SBATCH --account=proj" in s for s in scripts)
+    assert all("#SBATCH --cpus-per-task=1" in s for s in arrays)
+
+
+@pytest.mark.parametrize("queued, done_after, sleeps", [(True, 3, 3), (False, 3, 0), (True, 0, 0)])
+def test_waiting_for_a_slurm_stage(monkeypatch, queued, done_after, sleeps):
+    # The build waits while the job array is queued or running and tasks are incomplete; it stops waiting
+    # when they are all complete, or when the array has left the queue (the caller then names the failures).
+    import corpus.executors as ex
+
+    class Stage:
+        job_id, looked = "4242", 0
+
+        def get_incomplete_ranks(self, skip_completed):
+            self.looked += 1
+            return [0, 1] if self.looked <= done_after else []
+
+    slept = []
+    monkeypatch.setattr(ex, "_in_queue", lambda job_id: queued)
+    monkeypatch.setattr(ex.time, "sleep", slept.append)
+    ex._wait_for_slurm(Stage(), poll_s=7.0)
+    assert slept == [7.0] * sleeps
+
+
+def test_slurm_needs_a_partition(config, tmp_path):
+    with pytest.raises(ValueError, match="--slurm-partition"):
+        build(config, tmp_path, executor=ExecutorConfig(kind="slurm", progress=False))
 
 
 def test_unreadable_file_sets_fail_before_any_work(tmp_path, capsys):

@@ -58,3 +58,19 @@ def test_balance_floors_and_one_probe_uses_the_prior_slope():
     curves = targeting.fit_curves([_round(1, {"bn": 0.5, "en": 0.5}, {"bn": 4.0, "en": 5.0}, True)])
     assert curves["bn"].slope == targeting.PRIOR_SLOPE
     assert targeting.balanced_shares(curves)["bn"] > 0.5
+
+
+@pytest.mark.parametrize("given, balance", [
+    ({}, True),  # a bare config is fair by default, as the command with no share options is
+    ({"shares": {"bn": 0.7, "en": 0.3}}, False),
+    ({"temperature": 3.0}, False),
+    ({"goal": targeting.Goal(parity="en")}, False),
+    ({"goal": targeting.Goal(targets={"bn": 4.0})}, False),
+    ({"goal": targeting.Goal(balance=False)}, False),  # an explicit choice is kept
+    ({"shares": {"bn": 0.7, "en": 0.3}, "goal": targeting.Goal(balance=True)}, True),
+])
+def test_python_default_balances_like_the_command(tmp_path, given, balance):
+    from tokenizers_train.run import RunConfig, resolve_goal
+
+    config = RunConfig(texts=[], out=tmp_path / "out", **given)
+    assert resolve_goal(config).balance is balance
