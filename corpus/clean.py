@@ -8,6 +8,7 @@ config always give the same result, which is what makes a build reproducible and
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -129,16 +130,19 @@ def _script_classes(script: str) -> np.ndarray:
     return classes
 
 
-def script_share(text: str, script: str, cps: np.ndarray | None = None) -> float:
-    """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters).
+def script_share(text: str, script: str) -> float:
+    """Share of letters and marks in ``text`` that belong to ``script`` (1.0 when there are no letters)."""
+    return float(script_shares([text], script)[0])
 
-    ``cps``: the text's :func:`code_points` when already computed.
-    """
-    counts = np.bincount(_script_classes(script)[code_points(text) if cps is None else cps], minlength=3)
-    letters = int(counts[1] + counts[2])
-    if not letters:
-        return 1.0
-    return int(counts[2]) / letters
+
+def script_shares(texts: list[str], script: str) -> np.ndarray:
+    """:func:`script_share` of many documents, in one numpy pass over their code points."""
+    classes = _script_classes(script)[code_points("".join(texts))]
+    bounds = np.cumsum([0] + [len(t) for t in texts])  # a str's length is its number of code points
+    letters = np.concatenate(([0], np.cumsum(classes >= 1)))[bounds]
+    in_script = np.concatenate(([0], np.cumsum(classes == 2)))[bounds]
+    letters, in_script = np.diff(letters), np.diff(in_script)
+    return np.where(letters > 0, in_script / np.maximum(letters, 1), 1.0)
 
 
 def dup_line_share(text: str) -> float:
@@ -152,24 +156,73 @@ def dup_line_share(text: str) -> float:
 
 
 def words(text: str) -> list[str]:
-    """The document's words, case-folded (what n-gram repetition and dedup look at)."""
+    """The document's words, case-folded: runs of `regex`'s word characters (what n-gram repetition and dedup
+    look at; :func:`words_batch` finds the same runs without making strings)."""
     return _WORD.findall(text.casefold())
 
 
-def ngram_hashes(word_list: list[str], n: int) -> np.ndarray:
+@functools.cache
+def _word_characters() -> np.ndarray:
+    """Per code point: whether `regex`'s ``\\w`` matches it (Indic vowel signs and viramas included)."""
+    table = np.zeros(0x110000, dtype=bool)
+    table[_matching_code_points(r"\w", 0x110000)] = True
+    return table
+
+
+@dataclass
+class Words:
+    """A document's case-folded words as the filters and dedup use them, without the strings: how many, a
+    64-bit hash of each (its first ``_WORD_WIDTH`` code points as a polynomial), and the exact-dedup key (a
+    16-byte hash of all their characters and lengths: case, punctuation and spacing do not count)."""
+
+    count: int
+    hashes: np.ndarray
+    key: bytes
+
+
+def words_batch(texts: list[str]) -> list[Words]:
+    """The :class:`Words` of many documents, found in one numpy pass over their case-folded code points: the
+    same words as :func:`words` (maximal runs of word characters), hashed as :func:`ngram_hashes` expects."""
+    folded = [t.casefold() for t in texts]
+    cps = code_points("\n".join(folded))  # a newline is no word character: no word spans two documents
+    is_word = _word_characters()[cps]
+    edges = np.diff(is_word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    lengths = ends - starts
+    kept = np.minimum(lengths, _WORD_WIDTH)
+    seg_starts = np.cumsum(kept) - kept
+    position = np.arange(int(kept.sum())) - np.repeat(seg_starts, kept)
+    values = cps[np.repeat(starts, kept) + position].astype(np.uint64) * _WORD_POWERS[position]
+    hashes = (np.add.reduceat(values, seg_starts, dtype=np.uint64) if len(starts)
+              else np.zeros(0, dtype=np.uint64))
+    doc_starts = np.cumsum([0] + [len(f) + 1 for f in folded[:-1]])
+    doc_of_word = np.searchsorted(doc_starts, starts, side="right") - 1
+    counts = np.bincount(doc_of_word, minlength=len(texts))
+    word_bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    # the key hashes the word count, the word lengths and the characters: the same words give the same bytes
+    lengths_bytes = lengths.astype("<u4").tobytes()
+    chars_bytes = cps[is_word].astype("<u4", copy=False).tobytes()
+    char_bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+    out = []
+    for d in range(len(texts)):
+        a, b = word_bounds[d], word_bounds[d + 1]
+        key = hashlib.blake2b(b"%d:" % (b - a) + lengths_bytes[4 * a:4 * b]
+                              + chars_bytes[4 * char_bounds[a]:4 * char_bounds[b]], digest_size=16).digest()
+        out.append(Words(b - a, hashes[a:b], key))
+    return out
+
+
+def ngram_hashes(word_hashes: np.ndarray, n: int) -> np.ndarray:
     """64-bit hashes of the word n-grams (one n-gram of all words when there are fewer than n)."""
-    return ngram_hashes_batch([word_list], n)[0]
+    return ngram_hashes_batch([word_hashes], n)[0]
 
 
-def ngram_hashes_batch(word_lists: list[list[str]], n: int) -> list[np.ndarray]:
-    """:func:`ngram_hashes` of many documents, computed in one numpy pass over all their words.
-
-    Words contain no spaces (they are runs of word characters).
-    """
-    counts = np.array([len(w) for w in word_lists], dtype=np.int64)
+def ngram_hashes_batch(word_hashes: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """:func:`ngram_hashes` of many documents, computed in one numpy pass over all their words."""
+    counts = np.array([len(h) for h in word_hashes], dtype=np.int64)
     if not counts.sum():
-        return [np.zeros(0, dtype=np.uint64) for _ in word_lists]
-    h = _word_hashes(" ".join(" ".join(w) for w in word_lists if w))
+        return [np.zeros(0, dtype=np.uint64) for _ in word_hashes]
+    h = np.concatenate(word_hashes).astype(np.uint64)
     full = _join_ngrams(h, n)  # n-grams of the concatenation; each document takes those inside it
     starts = np.concatenate(([0], np.cumsum(counts[:-1]))).tolist()
     out = []
@@ -179,18 +232,6 @@ def ngram_hashes_batch(word_lists: list[list[str]], n: int) -> list[np.ndarray]:
         else:
             out.append(_join_ngrams(h[start:start + count], count) if count else np.zeros(0, dtype=np.uint64))
     return out
-
-
-def _word_hashes(joined: str) -> np.ndarray:
-    # Each space-separated word's first _WORD_WIDTH code points as a polynomial, all words in one numpy pass.
-    cps = code_points(joined)
-    lengths = np.diff(np.concatenate(([-1], np.flatnonzero(cps == 32), [len(cps)]))) - 1
-    kept = np.minimum(lengths, _WORD_WIDTH)
-    seg_starts = np.concatenate(([0], np.cumsum(kept[:-1])))
-    word_starts = np.concatenate(([0], np.cumsum(lengths[:-1] + 1)))
-    position = np.arange(int(kept.sum())) - np.repeat(seg_starts, kept)
-    values = cps[np.repeat(word_starts, kept) + position].astype(np.uint64) * _WORD_POWERS[position]
-    return np.add.reduceat(values, seg_starts, dtype=np.uint64)
 
 
 def _join_ngrams(h: np.ndarray, n: int) -> np.ndarray:
@@ -203,8 +244,8 @@ def _join_ngrams(h: np.ndarray, n: int) -> np.ndarray:
 
 def dup_ngram_share(text: str, n: int) -> float:
     """Share of words covered by a word n-gram that occurs more than once in the document."""
-    w = words(text)
-    return _covered_share(ngram_hashes(w, n), len(w), n)
+    (w,) = words_batch([text])
+    return _covered_share(ngram_hashes(w.hashes, n), w.count, n)
 
 
 def _covered_share(grams: np.ndarray, n_words: int, n: int) -> float:
@@ -225,24 +266,25 @@ def bad_char_share(text: str) -> float:
     return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
 
 
-def quality_issue(text: str, language: str, config: CleanConfig, word_list: list[str] | None = None,
-                  grams: np.ndarray | None = None) -> str | None:
+def quality_issue(text: str, language: str, config: CleanConfig, doc_words: Words | None = None,
+                  grams: np.ndarray | None = None, share: float | None = None) -> str | None:
     """The name of the first quality filter ``text`` fails, or None when it passes them all.
 
-    ``word_list`` and ``grams`` (its ``config.ngram`` hashes) may be passed in when already computed.
+    ``doc_words``, ``grams`` (its ``config.ngram`` hashes) and ``share`` (its :func:`script_share` in the
+    language's script) may be passed in when already computed.
     """
     if len(text) < config.min_chars:
         return "too_short"
     if bad_char_share(text) > config.max_bad_char_share:
         return "mojibake"
     script = script_of(language)
-    if script is not None and script_share(text, script) < config.min_script_share:
+    if script is not None and (script_share(text, script) if share is None else share) < config.min_script_share:
         return "script_purity"
     if dup_line_share(text) > config.max_dup_line_share:
         return "repeated_lines"
-    word_list = words(text) if word_list is None else word_list
-    grams = ngram_hashes(word_list, config.ngram) if grams is None else grams
-    if _covered_share(grams, len(word_list), config.ngram) > config.max_dup_ngram_share:
+    doc_words = words_batch([text])[0] if doc_words is None else doc_words
+    grams = ngram_hashes(doc_words.hashes, config.ngram) if grams is None else grams
+    if _covered_share(grams, doc_words.count, config.ngram) > config.max_dup_ngram_share:
         return "repeated_ngrams"
     return None
 
@@ -252,7 +294,7 @@ class CleanDocument:
     """A document that passed: its cleaned text, words and word n-gram hashes (reused by dedup)."""
 
     text: str
-    words: list[str]
+    words: Words
     grams: np.ndarray
 
 
@@ -269,18 +311,20 @@ def clean_and_filter_batch(texts: list[str], language: str, config: CleanConfig,
     """
     steps = [Counter() for _ in texts]
     cleaned = [canonicalize(text, step) for text, step in zip(texts, steps, strict=True)]
-    word_lists = [words(text) for text in cleaned]
-    grams = ngram_hashes_batch(word_lists, config.ngram)
+    doc_words = words_batch(cleaned)
+    grams = ngram_hashes_batch([w.hashes for w in doc_words], config.ngram)
+    script = script_of(language)
+    shares = script_shares(cleaned, script) if script is not None else [None] * len(cleaned)
     out: list[CleanDocument | None] = []
-    for text, step, word_list, doc_grams in zip(cleaned, steps, word_lists, grams, strict=True):
+    for text, step, w, doc_grams, share in zip(cleaned, steps, doc_words, grams, shares, strict=True):
         counters["documents_in"] += 1
         counters.update(step)
-        issue = quality_issue(text, language, config, word_list, doc_grams)
+        issue = quality_issue(text, language, config, w, doc_grams, share)
         if issue is not None:
             counters[f"drop_{issue}"] += 1
             out.append(None)
         else:
-            out.append(CleanDocument(text, word_list, doc_grams))
+            out.append(CleanDocument(text, w, doc_grams))
     return out
 
 

@@ -1,6 +1,7 @@
 """Exact and near-duplicate decisions, made the same way whatever the number of tasks.
 
-* Exact: a 16-byte hash of a document's case-folded words (case, punctuation and spacing do not count).
+* Exact: a 16-byte hash of a document's case-folded words (``corpus.clean.Words.key``: case, punctuation and
+  spacing do not count).
 * Near: datatrove's multi-stage MinHash. Stage 1 (``corpus.steps.Signatures``) writes each task's signatures,
   split into ``num_buckets`` bands of ``hashes_per_bucket`` hashes, sorted; stage 2 (datatrove's
   ``MinhashDedupBuckets``, one task per band) merges the sorted files of a band and writes the pairs of
@@ -17,7 +18,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,11 +32,6 @@ class DedupConfig:
     threshold: float = 0.8
     num_perm: int = 64
     ngram: int = 5
-
-
-def exact_key(word_list: list[str]) -> bytes:
-    """16-byte hash of a document's case-folded words: case, punctuation and spacing do not count."""
-    return hashlib.blake2b(" ".join(word_list).encode(), digest_size=16).digest()
 
 
 @functools.lru_cache(maxsize=16)

@@ -24,6 +24,7 @@ from corpus.clean import (
     script_of,
     script_share,
     words,
+    words_batch,
 )
 from corpus.normalize import is_normalized
 
@@ -113,6 +114,10 @@ def test_fast_character_classes_agree_with_regex():
     assert set(re.findall(f"[{HSPACE_CHARS}]", everything)) == hspace
     controls = set(regex.findall(r"[\p{Cc}\uFEFF--[\t\n]]", everything, flags=regex.V1))
     assert canonicalize("a" + "".join(sorted(controls)) + "b") == "ab"
+    from corpus.clean import _word_characters
+
+    word = {ord(c) for c in regex.findall(r"\w", everything)}  # what `words` matches (regex's default flags)
+    assert set(np.flatnonzero(_word_characters()).tolist()) == word
     letters = regex.findall(r"[\p{L}\p{M}]", everything)
     # Script letters are those of the Basic Multilingual Plane (letters anywhere count in the denominator).
     bmp = everything[:0xF800]  # U+0000..U+FFFF less the 2,048 surrogates
@@ -126,10 +131,15 @@ def test_canonicalize_whitespace_runs():
 
 
 def test_batched_ngram_hashes_equal_one_document_at_a_time(sample_dir):
-    texts = _lines(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 30) + ["", "one", "a b c d", "x" * 40 + " y"]
-    word_lists = [words(canonicalize(t)) for t in texts]
-    batch = ngram_hashes_batch(word_lists, 5)
-    for word_list, grams in zip(word_lists, batch, strict=True):
+    texts = (_lines(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 30)
+             + _lines(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz", 30)
+             + ["", "one", "a b c d", "x" * 40 + " y", "Straße STRASSE", "র‍্যাব উ‌ৎস কৃষ্ণ"])
+    cleaned = [canonicalize(t) for t in texts]
+    word_lists = [words(t) for t in cleaned]
+    doc_words = words_batch(cleaned)
+    assert [w.count for w in doc_words] == [len(w) for w in word_lists]
+    batch = ngram_hashes_batch([w.hashes for w in doc_words], 5)
+    for word_list, doc, grams in zip(word_lists, doc_words, batch, strict=True):
         # Reference: each word's first 24 code points as a polynomial, then the n-gram polynomial.
         powers = [pow(0x100000001B3, k, 2**64) for k in range(24)]
         h = [sum(ord(c) * p for c, p in zip(w[:24], powers, strict=False)) % 2**64 for w in word_list]
@@ -140,5 +150,15 @@ def test_batched_ngram_hashes_equal_one_document_at_a_time(sample_dir):
             for value in h[start:start + n]:
                 g = (g * 0x9E3779B1 + value) % 2**64
             expected.append(g)
+        assert doc.hashes.tolist() == h
         assert grams.tolist() == expected
-        assert np.array_equal(grams, ngram_hashes(word_list, 5))
+        assert np.array_equal(grams, ngram_hashes(doc.hashes, 5))
+
+
+def test_batched_script_shares_equal_one_document_at_a_time():
+    from corpus.clean import script_shares
+
+    texts = ["আমি বাংলায় গান গাই", "", "123 !!", "mixed বাংলা text", "\ud800 lone surrogate আ", "ড়"]
+    got = script_shares(texts, "Bengali").tolist()
+    assert got == [script_shares([t], "Bengali")[0] for t in texts]
+    assert got[0] == 1.0 and got[1] == got[2] == 1.0 and 0 < got[3] < 1

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from corpus.clean import words
-from corpus.dedup import DedupConfig, bands, exact_duplicates, exact_key, near_duplicates
+from corpus.clean import words_batch
+from corpus.dedup import DedupConfig, bands, exact_duplicates, near_duplicates
 from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig, ingest
 from corpus.sources import parse_source
@@ -17,7 +17,7 @@ from fertility.tokenizers import load_tokenizer
 
 
 def key(text):
-    return exact_key(words(text))
+    return words_batch([text])[0].key
 
 
 def _paragraphs(path, n):
@@ -29,6 +29,8 @@ def test_exact_key_ignores_case_punctuation_whitespace():
     assert key("Hello,  World!") == key("hello world")
     assert key("hello world") != key("hello word")
     assert key("আমি  গান গাই।") == key("আমি গান গাই")
+    assert key("ab c") != key("a bc")  # the same characters, other words
+    assert key("ab") != key("ab ab") and key("") == key("...")
 
 
 def test_exact_duplicates_keep_the_smallest_id_in_any_order():
