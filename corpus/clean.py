@@ -45,6 +45,9 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufeff]")
 # canonical form changes are matched: two or more characters, or a single one that is not a plain space.
 HSPACE_CHARS = "\t\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _HSPACE = re.compile(f"[{HSPACE_CHARS}]{{2,}}|[{HSPACE_CHARS.replace(' ', '')}]")
+# A character either of the two would change; with none of them, no run of two spaces, no newline and no white
+# space at its ends, a text is already canonical. (One class: an alternation of the two scans 5x slower.)
+_NEEDS_WORK = re.compile(f"[{_CONTROL.pattern[1:-1]}{HSPACE_CHARS.replace(' ', '')}]")
 _SPACE_AROUND_NEWLINE = re.compile(r" ?\n ?")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _LETTER = r"[\p{L}\p{M}]"
@@ -85,6 +88,9 @@ def canonicalize(text: str, counters: Counter | None = None) -> str:
     out = normalize(text)
     if out != text:
         counters["changed_normalization"] += 1
+    if (_NEEDS_WORK.search(out) is None and "  " not in out and "\n" not in out and not out[:1].isspace()
+            and not out[-1:].isspace()):
+        return out  # the common case, in one scan: nothing below would change it
     stripped = _CONTROL.sub("", out)
     if stripped != out:
         counters["changed_control_chars"] += 1
@@ -307,18 +313,16 @@ def clean_and_filter_batch(texts: list[str], language: str, config: CleanConfig,
                            counters: Counter) -> list[CleanDocument | None]:
     """:func:`clean_and_filter` of many documents (their n-gram hashes are computed in one pass).
 
-    ``counters`` receives the same counts, in the same key order, as one call per document would give.
+    ``counters`` receives the same counts as one call per document would give.
     """
-    steps = [Counter() for _ in texts]
-    cleaned = [canonicalize(text, step) for text, step in zip(texts, steps, strict=True)]
+    counters["documents_in"] += len(texts)
+    cleaned = [canonicalize(text, counters) for text in texts]
     doc_words = words_batch(cleaned)
     grams = ngram_hashes_batch([w.hashes for w in doc_words], config.ngram)
     script = script_of(language)
     shares = script_shares(cleaned, script) if script is not None else [None] * len(cleaned)
     out: list[CleanDocument | None] = []
-    for text, step, w, doc_grams, share in zip(cleaned, steps, doc_words, grams, shares, strict=True):
-        counters["documents_in"] += 1
-        counters.update(step)
+    for text, w, doc_grams, share in zip(cleaned, doc_words, grams, shares, strict=True):
         issue = quality_issue(text, language, config, w, doc_grams, share)
         if issue is not None:
             counters[f"drop_{issue}"] += 1

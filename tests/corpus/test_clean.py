@@ -162,3 +162,21 @@ def test_batched_script_shares_equal_one_document_at_a_time():
     got = script_shares(texts, "Bengali").tolist()
     assert got == [script_shares([t], "Bengali")[0] for t in texts]
     assert got[0] == 1.0 and got[1] == got[2] == 1.0 and 0 < got[3] < 1
+
+
+def test_the_fast_path_of_canonicalize_changes_nothing(monkeypatch):
+    # canonicalize returns a text at once when one scan finds nothing to do; with that scan disabled (every
+    # text takes the full path) the results and counts must be the same.
+    import random
+
+    import corpus.clean
+
+    rng = random.Random(0)
+    alphabet = ["a", "ব", "া", " ", "  ", "\t", "\u00a0", "\r", "\n", "\x07", "\ufeff", "\u200d", "\u2003", "x"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+    texts += ["plain text", " lead", "trail ", "a\u3000b", "\u09df"]
+    fast_counts, slow_counts = Counter(), Counter()
+    fast = [canonicalize(t, fast_counts) for t in texts]
+    monkeypatch.setattr(corpus.clean, "_NEEDS_WORK", re.compile(""))  # matches everywhere: never the fast path
+    slow = [canonicalize(t, slow_counts) for t in texts]
+    assert fast == slow and fast_counts == slow_counts
