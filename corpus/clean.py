@@ -61,6 +61,7 @@ _MOJIBAKE = re.compile(
     "\uFFFD|[\u00C2\u00C3\u00E0\u00E2][\u0080-\u00BF\u0152\u0153\u0160\u0161\u0178\u017D\u017E\u0192"
     "\u02C6\u02DC\u2013\u2014\u2018-\u201E\u2020-\u2022\u2026\u2030\u2039\u203A\u20AC\u2122]"
 )
+_MOJIBAKE_START = re.compile("[\uFFFD\u00C2\u00C3\u00E0\u00E2]")  # one class: a quick "none here" first
 
 
 @dataclass
@@ -267,7 +268,7 @@ def _covered_share(grams: np.ndarray, n_words: int, n: int) -> float:
 
 def bad_char_share(text: str) -> float:
     """Share of characters that are U+FFFD or part of a mojibake sequence."""
-    if not text:
+    if not text or _MOJIBAKE_START.search(text) is None:
         return 0.0
     return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
 
