@@ -19,6 +19,7 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from fertility.text import TextError, TextSource, iter_documents, parse_text_arg
 
@@ -230,29 +231,37 @@ def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_doc
               counters: list[dict]) -> Iterator[RawDocument]:
     """The documents task ``rank`` of ``world_size`` reads, in canonical order.
 
-    ``counters[source]`` receives ``bad_utf8`` (from the one task that owns the file, or its first block) and,
-    for documents dropped here, ``documents_in`` and ``drop_language_score``.
+    A source with at least ``world_size`` files (and no ``max_chars``) is split by file; any other by blocks of
+    ``unit_docs`` documents, which every task reads past to find its own. Files and blocks are dealt round
+    the tasks in one sequence over all sources (each kind its own), so that many small sources do not all
+    start on the first task. ``counters[source]`` receives ``bad_utf8`` (from the one task that owns the file,
+    or its first block) and, for documents dropped here, ``documents_in`` and ``drop_language_score``.
     """
     errors = "skip" if bad_utf8 == "skip" else "strict"
     files = [list_files(source) for source in sources]
     by_file = [len(f) >= world_size and max_chars is None for f in files]
+    # The first file unit of each source split by file (known before reading anything).
+    first_file = list(accumulate((len(f) if split else 0 for f, split in zip(files, by_file, strict=True)),
+                                 initial=0))
     plan = [(s, url) for s, urls in enumerate(files) for f, url in enumerate(urls)
-            if not by_file[s] or f % world_size == rank]
+            if not by_file[s] or (first_file[s] + f) % world_size == rank]
     done = _Done(plan, len(sources), max_chars)
+    block = 0  # blocks dealt so far: every task reads every block-split file through, so all count the same
     for s, source in enumerate(sources):
         chars = 0
         for f, url in enumerate(files[s]):
-            if by_file[s] and f % world_size != rank:
+            owns_file = by_file[s] and (first_file[s] + f) % world_size == rank
+            if by_file[s] and not owns_file:
                 continue
             file_counters: dict = {}
             limit = None if max_chars is None else max_chars - chars
-            bytes_read = 0
+            bytes_read = rows = 0
             for row, text, score in _file_rows(source, url, max_chars=limit, errors=errors, counters=file_counters,
                                                min_language_score=min_language_score):
+                rows = row + 1
                 chars += len(text)
                 bytes_read += len(text.encode("utf-8")) + 1
-                mine = by_file[s] or (f + row // unit_docs) % world_size == rank
-                if mine:
+                if owns_file or (block + row // unit_docs) % world_size == rank:
                     if min_language_score is not None and score is not None and score < min_language_score:
                         # Counted here, since the document never reaches the cleaning step that counts the rest.
                         for key in ("documents_in", "drop_language_score"):
@@ -262,7 +271,9 @@ def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_doc
                 if max_chars is not None and chars >= max_chars:
                     break
             done.finish_file(url)
-            if by_file or f % world_size == rank:
+            if owns_file or (not by_file[s] and block % world_size == rank):
                 counters[s]["bad_utf8"] = counters[s].get("bad_utf8", 0) + file_counters.get("bad_utf8", 0)
+            if not by_file[s]:
+                block += -(-rows // unit_docs)
             if max_chars is not None and chars >= max_chars:
                 break
