@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from itertools import chain
@@ -89,15 +90,21 @@ class HFTokenizer(Tokenizer):
         if model.get("byte_fallback"):
             for token, i in vocab.items():
                 self._byte_table[i] = bool(_BYTE_PIECE.fullmatch(token))
-        self._byte_len = np.zeros(self.vocab_size, dtype=np.int64)
-        if self._byte_level:
-            for token, i in vocab.items():
-                byte_chars = all(c in _BYTE_CHARS for c in token)
-                self._byte_len[i] = len(token) if byte_chars else len(token.encode())
         self._piece_pattern = _pretokenizer_regex(config.get("pre_tokenizer"))
         specials = {t.content for t in tok.get_added_tokens_decoder().values()}
         self.bos_id = _first_id([n for n in _BOS_NAMES if n in specials], self.token_to_id)
         self.eos_id = _first_id([n for n in _EOS_NAMES if n in specials], self.token_to_id)
+
+    @functools.cached_property
+    def _byte_len(self) -> np.ndarray:
+        """Each token's length in UTF-8 bytes of the text (byte-level models), made on first use: encode_ids,
+        all a corpus build calls, never needs it, and a process loading the tokenizer saves the vocabulary loop."""
+        byte_len = np.zeros(self.vocab_size, dtype=np.int64)
+        if self._byte_level:
+            for token, i in self._tok.get_vocab(with_added_tokens=True).items():
+                byte_chars = all(c in _BYTE_CHARS for c in token)
+                byte_len[i] = len(token) if byte_chars else len(token.encode())
+        return byte_len
 
     def to_json(self) -> str:
         """The wrapped ``tokenizers.Tokenizer`` serialised (a tokenizer.json's content), e.g. for export."""
