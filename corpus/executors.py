@@ -51,7 +51,9 @@ class ExecutorConfig:
     """How to run the stages; none of it changes the output."""
 
     kind: str = "local"
-    workers: int = 1  # tasks running at once (local: processes; ray: CPUs of a local instance; slurm: unused)
+    # tasks running at once (local: processes; ray: CPUs of a local instance); with slurm the queue decides, and
+    # this is only the default number of ingest tasks
+    workers: int = 1
     tasks: int | None = None  # tasks of the ingest stage; None = workers
     ray_address: str | None = None
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
@@ -91,7 +93,8 @@ for _module in (datatrove.executor.base, datatrove.executor.ray):
 
 @contextmanager
 def executor_session(config: ExecutorConfig) -> Iterator[None]:
-    """Connect to (or start, and then stop) the Ray instance the ``ray`` executor needs; nothing for local."""
+    """Connect to (or start, and then stop) the Ray instance the ``ray`` executor needs; for ``slurm``, check that
+    a partition was given (before any work); nothing for local."""
     if config.kind not in EXECUTORS:
         raise ValueError(f"--executor {config.kind!r}: expected one of {', '.join(EXECUTORS)}")
     if config.kind == "slurm" and not config.slurm.partition:

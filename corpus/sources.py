@@ -33,6 +33,7 @@ class RawDocument:
     source: int
     uid: int  # canonical id
     text: str
+    n_bytes: int  # UTF-8 bytes of ``text``
     done: float | None = None  # estimated share of the task's input read so far (None: unknown)
 
 
@@ -260,14 +261,16 @@ def partition(sources: list[TextSource], rank: int, world_size: int, *, unit_doc
                                                min_language_score=min_language_score):
                 rows = row + 1
                 chars += len(text)
-                bytes_read += len(text.encode("utf-8")) + 1
+                n_bytes = len(text.encode("utf-8"))
+                bytes_read += n_bytes + 1
                 if owns_file or (block + row // unit_docs) % world_size == rank:
                     if min_language_score is not None and score is not None and score < min_language_score:
                         # Counted here, since the document never reaches the cleaning step that counts the rest.
                         for key in ("documents_in", "drop_language_score"):
                             counters[s][key] = counters[s].get(key, 0) + 1
                     else:
-                        yield RawDocument(s, uid(s, f, row), text, done.at(s, url, row, bytes_read, chars))
+                        yield RawDocument(s, uid(s, f, row), text, n_bytes,
+                                          done.at(s, url, row, bytes_read, chars))
                 if max_chars is not None and chars >= max_chars:
                     break
             done.finish_file(url)

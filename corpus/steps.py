@@ -63,7 +63,7 @@ class ReadSources(PipelineStep):
         progress = TaskProgress(self.work_url, "ingest", rank)
         for doc in partition(self.sources, rank, world_size, unit_docs=self.unit_docs, max_chars=self.max_chars,
                              bad_utf8=self.bad_utf8, min_language_score=self.min_language_score, counters=counters):
-            progress.add(1, len(doc.text.encode("utf-8")), doc.done)
+            progress.add(1, doc.n_bytes, doc.done)
             yield Document(text=doc.text, id=str(doc.uid), metadata={"source": doc.source, "uid": doc.uid})
         self.stat_update("documents", value=progress.documents)  # once: per document it costs as much as reading
         progress.done = 1.0
