@@ -9,8 +9,9 @@ source that ``tokenizers_train.sampling`` holds aside (every 50th block of 20 li
 XQuAD English Wikipedia contexts, and the Tatoeba bn-en parallel sentences (premium = Bangla tokens / English
 tokens on the same sentences). ``mark-start`` is measured on the Bangla blog slice.
 
-``--parallel BN_FILE EN_FILE`` (repeatable): a line-aligned Bangla-English parallel set of your own (plain or
-gzipped text, one segment per line), e.g. held-out news; each gets its chars/token per language, premium,
+``--parallel BN_FILE EN_FILE`` (repeatable): a line-aligned Bangla-English parallel set of your own (read as
+``fertility report --parallel`` reads it: plain or gzipped text, one segment per line, the same blank lines in
+both), e.g. held-out news; each gets its chars/token per language, premium,
 Bangla mark-start share and the issue-13 acceptance verdict (Bangla >= 5.0, English >= 4.8, premium in
 [0.95, 1.05], mark-start <= 2%).
 
@@ -28,6 +29,9 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from corpus.normalize import normalize
+from fertility.premium import ParallelText, premium, read_parallel
+from fertility.text import TextError
+from fertility.tokenizers import load_tokenizer
 from tokenizers_train.graphemes import starts_with_mark
 from tokenizers_train.sampling import HOLDOUT_BLOCK
 
@@ -65,24 +69,9 @@ class ParallelFigures:
 
 
 def read(path: Path, held_only: bool = False) -> list[str]:
-    """The lines of a plain or gzipped UTF-8 file (``held_only``: those of the blocks training holds aside)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            return [line.rstrip("\n") for i, line in enumerate(f)
-                    if not held_only or (i // HOLDOUT_BLOCK) % PERIOD == 0]
-    except (OSError, UnicodeDecodeError) as e:
-        raise SystemExit(f"{path}: cannot read it as UTF-8 text ({e})") from None
-
-
-def read_parallel(bn_path: Path, en_path: Path) -> tuple[list[str], list[str]]:
-    bn, en = read(bn_path), read(en_path)
-    if len(bn) != len(en):
-        raise SystemExit(f"--parallel {bn_path} {en_path}: {len(bn):,} and {len(en):,} lines; expected the same "
-                         f"number (one segment per line, aligned)")
-    if not any(bn) or not any(en):
-        raise SystemExit(f"--parallel {bn_path} {en_path}: no text")
-    return bn, en
+    """The lines of a gzipped shared-data file (``held_only``: those of the blocks training holds aside)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for i, line in enumerate(f) if not held_only or (i // HOLDOUT_BLOCK) % PERIOD == 0]
 
 
 def n_tokens(tok: Tokenizer, lines: list[str]) -> list[int]:
@@ -98,10 +87,19 @@ def mark_start_share(tok: Tokenizer, lines: list[str]) -> float:
     return starts / total
 
 
-def parallel_figures(tok: Tokenizer, bn: list[str], en: list[str]) -> ParallelFigures:
-    bn_tokens, en_tokens = sum(n_tokens(tok, bn)), sum(n_tokens(tok, en))
-    return ParallelFigures(bn=sum(map(len, bn)) / bn_tokens, en=sum(map(len, en)) / en_tokens,
-                           premium=bn_tokens / en_tokens, mark_start=mark_start_share(tok, bn))
+def parallel_figures(path: str, hf_tok: Tokenizer, text: ParallelText) -> ParallelFigures:
+    """The figures of ``text`` (languages ``bn`` and ``en``): chars/token and premium as ``fertility report
+    --parallel`` computes them, and the Bangla mark-start share."""
+    metrics = premium(load_tokenizer(path), text, "en")
+    return ParallelFigures(bn=metrics["bn"].chars_per_token, en=metrics["en"].chars_per_token,
+                           premium=metrics["bn"].premium, mark_start=mark_start_share(hf_tok, text.sentences["bn"]))
+
+
+def _parallel(bn_path: Path, en_path: Path) -> ParallelText:
+    try:
+        return read_parallel({"bn": str(bn_path), "en": str(en_path)})
+    except TextError as e:
+        raise SystemExit(f"--parallel {bn_path} {en_path}: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,16 +115,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.data is not None:
         _shared_table(args.data, tokenizers)
     goal = Acceptance()
-    sets = [(bn_path, en_path, *read_parallel(bn_path, en_path)) for bn_path, en_path in args.parallel]
+    sets = [(bn_path, en_path, _parallel(bn_path, en_path)) for bn_path, en_path in args.parallel]
     if sets:
         print("\n| tokenizer | parallel set | lines | bn chars/token | en chars/token | premium bn/en | "
               "bn mark-start | acceptance |")
         print("|---|---|---:|---:|---:|---:|---:|---|")
     for path, tok in tokenizers.items():
-        for bn_path, en_path, bn, en in sets:
-            f = parallel_figures(tok, bn, en)
+        for bn_path, en_path, text in sets:
+            f = parallel_figures(path, tok, text)
             failures = f.failures(goal)
-            print(f"| {path} | {bn_path.name} / {en_path.name} | {len(bn):,} | {f.bn:.3f} | {f.en:.3f} | "
+            lines = len(text.sentences["bn"])
+            print(f"| {path} | {bn_path.name} / {en_path.name} | {lines:,} | {f.bn:.3f} | {f.en:.3f} | "
                   f"{f.premium:.3f} | {f.mark_start:.2%} | {'met' if not failures else '; '.join(failures)} |",
                   flush=True)
 
@@ -134,13 +133,13 @@ def main(argv: list[str] | None = None) -> None:
 def _shared_table(data: Path, tokenizers: dict[str, Tokenizer]) -> None:
     texts = {name: read(data / rel, held_only=True) for name, rel in HELD.items()}
     texts["en XQuAD"] = read(data / XQUAD_EN)
-    bn, en = read_parallel(data / TATOEBA["bn"], data / TATOEBA["en"])
+    tatoeba_text = _parallel(data / TATOEBA["bn"], data / TATOEBA["en"])
     cols = [*texts, "Tatoeba bn/en cpt", "Tatoeba premium", "bn mark-start"]
     print("| tokenizer | " + " | ".join(cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for path, tok in tokenizers.items():
         cells = [f"{sum(map(len, lines)) / sum(n_tokens(tok, lines)):.3f}" for lines in texts.values()]
-        tatoeba = parallel_figures(tok, bn, en)
+        tatoeba = parallel_figures(path, tok, tatoeba_text)
         cells.append(f"{tatoeba.bn:.3f} / {tatoeba.en:.3f}")
         cells.append(f"{tatoeba.premium:.3f}")
         cells.append(f"{mark_start_share(tok, texts['bn blog']):.2%}")
