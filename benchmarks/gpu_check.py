@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from fertility.fileio import write_json
+from common.fileio import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = {"env": "environment.json", "ours": "ours.json", "hf": "hf.json", "smoke": "smoke.json", "ab": "ab.json",

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from common.fileio import write_json
 from corpus.executors import ExecutorConfig
 from corpus.faults import checkpoint
 from corpus.measure import Totals
@@ -51,7 +52,6 @@ from corpus.shards import (
     encode_shard,
     read_header,
 )
-from fertility.fileio import write_json
 from fertility.text import TextSource
 from fertility.tokenizers import load_tokenizer
 

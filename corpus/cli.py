@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from common import cli as clihelp
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
@@ -17,7 +18,6 @@ from corpus.plan import PlanError, format_plan, parse_mix
 from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
-from fertility import clihelp
 from fertility.text import TextError
 from fertility.tokenizers import TokenizerLoadError
 

@@ -14,11 +14,13 @@ is repeated the same number of times (its repetition factor, in epochs). No sour
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
+from common.cli import parse_lang_numbers
+from common.errors import InputError
 
-class PlanError(ValueError):
+
+class PlanError(InputError):
     """A mixture that cannot be planned: the message says which argument and what was expected."""
 
 
@@ -66,22 +68,10 @@ class Plan:
 
 def parse_mix(text: str) -> dict[str, float]:
     """``"bn=0.7,en=0.3"`` -> ``{"bn": 0.7, "en": 0.3}``; shares must be non-negative and sum to 1."""
-    mix: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        lang, sep, value = part.partition("=")
-        if not sep or not lang.strip():
-            raise PlanError(f"--mix: {part!r} is not LANG=SHARE (e.g. bn=0.7,en=0.3)")
-        try:
-            share = float(value)
-        except ValueError:
-            raise PlanError(f"--mix: share {value!r} for {lang.strip()!r} is not a number") from None
-        if share < 0 or not math.isfinite(share):
-            raise PlanError(f"--mix: share for {lang.strip()!r} is {share}, expected a number >= 0")
-        if lang.strip() in mix:
-            raise PlanError(f"--mix: language {lang.strip()!r} given twice")
-        mix[lang.strip()] = share
-    if not mix:
-        raise PlanError("--mix is empty; expected LANG=SHARE,... (e.g. bn=0.7,en=0.3)")
+    try:
+        mix = parse_lang_numbers(text, option="--mix", number="SHARE")
+    except InputError as e:
+        raise PlanError(str(e)) from None
     total = sum(mix.values())
     if abs(total - 1.0) > 1e-6:
         raise PlanError(f"--mix shares sum to {total:g}, expected 1 ({text})")

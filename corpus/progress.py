@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fertility.fileio import write_json
+from common.fileio import write_json
 
 
 class TaskProgress:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fertility.fileio import atomic_write_bytes
+from common.fileio import atomic_write_bytes
 
 HEADER_INTS = 256
 HEADER_BYTES = HEADER_INTS * 4

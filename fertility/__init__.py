@@ -6,8 +6,8 @@
     fertility.write_report(report, "out/fertility")
 """
 
+from common.errors import InputError
 from fertility.analysis import Report, TokenizerReport, analyze
-from fertility.errors import InputError
 from fertility.metrics import Metrics
 from fertility.report import write_report
 from fertility.segments import TokenSegment, token_segments

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from common.errors import InputError
 from fertility.balance import Balance, balance
-from fertility.errors import InputError
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
 from fertility.premium import ParallelError, ParallelMetrics, premium, read_parallel

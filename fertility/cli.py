@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fertility import clihelp
+from common import cli as clihelp
+from common.errors import InputError, OutputPathError
+from common.outdir import check_output_dir
 from fertility.analysis import analyze
-from fertility.errors import InputError
-from fertility.fileio import OutputPathError, check_output_dir
 from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
 from fertility.report import terminal_table, write_report
 from fertility.text import TextError, parse_text_arg
@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="read only the first N characters (whole documents) of each source")
     rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
-    rep.add_argument("--out", required=True, metavar="DIR", help="the report folder (replaced only on success)")
+    rep.add_argument("--out", required=True, metavar="DIR",
+                     help="the report folder: new or empty (published only on success; docs/contract.md)")
+    rep.add_argument("--overwrite", action="store_true", help="replace an existing report folder this project wrote")
     rep.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY, metavar="K",
                      help="analyse one block of text in K in detail (scripts, clusters, words, ceilings: estimates "
                           "with 95%% intervals) and every document for its exact chars/bytes/tokens; 1: all in detail "
@@ -61,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         # Every argument is checked before any work: the output path here, the text and tokenizers in analyze.
-        check_output_dir(args.out)
         texts = [parse_text_arg(a) for a in args.text]
         parallel = {}
         for arg in args.parallel:
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             if parallel:
                 raise TextError("--flores and --parallel: give one source of parallel text")
             parallel = flores_sources(args.flores, args.flores_split)
+        inputs = [s.spec for s in [*texts, *parallel.values()]] + ([args.flores] if args.flores else [])
+        check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
         reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
         if not texts and not parallel:
             raise TextError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
@@ -86,6 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fertility: error: {e}", file=sys.stderr)
         return 2
     print(terminal_table(report))
-    out = write_report(report, args.out)
+    out = write_report(report, args.out, overwrite=args.overwrite)
     print(f"report: {out / 'report.html'} (also report.md, report.json)")
     return 0

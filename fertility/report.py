@@ -11,9 +11,10 @@ import html
 import os
 from pathlib import Path
 
+from common.fileio import atomic_write_text, write_json
+from common.outdir import check_output_dir, publish_dir, staging_dir
 from fertility import viewer
 from fertility.analysis import Report
-from fertility.fileio import atomic_write_text, check_output_dir, publish_dir, staging_dir, write_json
 from fertility.metrics import COUNT_FIELDS, Metrics
 
 # (column header, attribute, format) of the per-language / per-script tables.
@@ -219,14 +220,15 @@ def html_page(report: Report, figures: dict[str, bytes]) -> str:
     return "\n".join(parts)
 
 
-def write_report(report: Report, out_dir: str | os.PathLike) -> Path:
-    """Write report.json, report.md and report.html into ``out_dir`` atomically; returns ``out_dir``."""
+def write_report(report: Report, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write report.json, report.md and report.html into ``out_dir`` atomically; returns ``out_dir``. An
+    existing report folder is replaced only with ``overwrite`` (the policy of ``common.outdir``)."""
     from fertility.plots import all_figures
 
-    out = check_output_dir(out_dir)
+    out = check_output_dir(out_dir, overwrite=overwrite)
     with staging_dir(out) as tmp:
         write_json(tmp / "report.json", report.to_dict())
         atomic_write_text(tmp / "report.md", markdown(report))
         atomic_write_text(tmp / "report.html", html_page(report, all_figures(report)))
-        publish_dir(tmp, out)
+        publish_dir(tmp, out, command="fertility report")
     return out

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fertility.errors import InputError
+from common.errors import InputError
 
 HF_PREFIX = "hf:"
 _TEXT_SUFFIXES = (".txt", ".txt.gz")

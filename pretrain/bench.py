@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from fertility.fileio import write_json
+from common.fileio import write_json
 from pretrain.config import OptimConfig
 from pretrain.distributed import Runtime
 from pretrain.model import GPT, GPTConfig, model_config

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fertility.fileio import file_sha256, write_json
+from common.fileio import file_sha256, write_json
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_NAME = "latest.json"

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fertility import clihelp
-from fertility.clihelp import HelpFormatter, plain
-from fertility.fileio import read_json
+from common import cli as clihelp
+from common.cli import HelpFormatter, plain
+from common.fileio import read_json
 from pretrain.config import RunConfig, apply_overrides, preset
 
 EXIT_BAD_INPUT = 2

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fertility.fileio import read_json, write_json
+from common.fileio import read_json, write_json
 from fertility.text import TextSource, iter_documents, parse_text_arg
 from pretrain.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
 from pretrain.textbpb import TextEvalError, evaluate_texts, load_scorer

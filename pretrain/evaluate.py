@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fertility.fileio import write_json
+from common.fileio import write_json
 from pretrain.data import Dataset, eval_windows, open_dataset
 from pretrain.distributed import Runtime
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from fertility.fileio import atomic_write_text, file_sha256, staging_dir, write_json
+from common.fileio import atomic_write_text, file_sha256, write_json
+from common.outdir import staging_dir
 from pretrain.model import GPT, GPTConfig
 from pretrain.reference import to_hf
 

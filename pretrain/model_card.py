@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
-from fertility.fileio import read_json
 from pretrain.config import RunConfig
 from pretrain.model import count_parameters
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fertility.fileio import read_jsonl
+from common.fileio import read_jsonl
 
 
 def trajectory(run_dir: str | Path) -> list[dict[str, Any]]:

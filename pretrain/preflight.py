@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
+from common.fileio import write_json
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
-from fertility.fileio import write_json
 from pretrain import distributed, plan
 from pretrain.checkpoint import rng_state, set_rng_state
 from pretrain.hardware import mfu

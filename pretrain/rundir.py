@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fertility.fileio import append_jsonl, write_json
+from common.fileio import append_jsonl, write_json
 
 CONFIG = "config.json"
 GENERATION = "generation.json"

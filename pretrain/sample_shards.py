@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from common.fileio import file_sha256
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
-from fertility.fileio import file_sha256
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from fertility import clihelp
-from fertility.fileio import write_json
+from common import cli as clihelp
+from common.fileio import write_json
 from pretrain import rundir
 
 # Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from fertility.fileio import read_jsonl, write_json
+from common.fileio import read_jsonl, write_json
 from pretrain import distributed, rundir
 from pretrain.checkpoint import (
     latest_checkpoint,

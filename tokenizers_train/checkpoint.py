@@ -17,7 +17,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from fertility.fileio import publish_dir, read_json, staging_dir, write_json
+from common.fileio import read_json, write_json
+from common.outdir import publish_dir, staging_dir
 from tokenizers_train.sampling import LanguageText, PreparedText, SourceInfo
 from tokenizers_train.targeting import Round
 

@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fertility import TextError, TokenizerLoadError, clihelp, parse_text_arg
+from common import cli as clihelp
+from fertility import TextError, TokenizerLoadError, parse_text_arg
 from tokenizers_train.backends import BACKENDS, TrainConfig, TrainingError
 from tokenizers_train.run import REPORT_NAME, RunConfig, run
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets

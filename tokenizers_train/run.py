@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fertility
-from fertility.fileio import check_output_dir, file_sha256, publish_dir, read_json, staging_dir, write_json
+from common.fileio import file_sha256, read_json, write_json
+from common.outdir import check_output_dir, publish_dir, staging_dir
 from fertility.text import TextSource
 from tokenizers_train import backends, checkpoint, sampling, targeting
 

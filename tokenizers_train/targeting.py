@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import fertility
+from common.cli import parse_lang_numbers
 
 GAIN = 4.0
 MIN_SHARE = 0.02
@@ -69,18 +70,9 @@ class TargetNotMet(RuntimeError):
         super().__init__(f"target not met after {len(rounds)} rounds (limit {goal.max_rounds}):\n" + rounds_table(rounds))
 
 
-def parse_targets(spec: str) -> dict[str, float]:
-    """``"bn=4.8,en=4.7"`` -> ``{"bn": 4.8, "en": 4.7}``."""
-    targets = {}
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        lang, sep, value = item.partition("=")
-        try:
-            targets[lang.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not lang.strip() or targets.get(lang.strip(), 0) <= 0:
-            raise ValueError(f"--target: expected LANG=CHARS_PER_TOKEN[,LANG=...] with positive numbers, got {item!r}")
-    return targets
+def parse_targets(spec: str, option: str = "--target") -> dict[str, float]:
+    """``"bn=4.8,en=4.7"`` -> ``{"bn": 4.8, "en": 4.7}``; every number positive."""
+    return parse_lang_numbers(spec, option=option, number="CHARS_PER_TOKEN", strict=True)
 
 
 def check_goal(goal: Goal, langs: Sequence[str]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from fertility.errors import InputError
+from common.errors import InputError
 
 _BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
 _EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")

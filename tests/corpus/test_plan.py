@@ -14,7 +14,7 @@ def test_parse_mix():
     assert parse_mix("bn=0.7,en=0.3") == {"bn": 0.7, "en": 0.3}
     assert parse_mix(" bn = 0.5 , en=0.5 ,") == {"bn": 0.5, "en": 0.5}
     for bad, msg in [("bn=0.7,en=0.2", "sum to 0.9"), ("bn=x", "not a number"), ("bn", "LANG=SHARE"),
-                     ("bn=-0.5,en=1.5", ">= 0"), ("bn=0.5,bn=0.5", "twice"), ("", "empty")]:
+                     ("bn=-0.5,en=1.5", ">= 0"), ("bn=0.5,bn=0.5", "twice"), ("", "expected LANG=SHARE")]:
         with pytest.raises(PlanError, match=msg):
             parse_mix(bad)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.fileio import file_sha256
 from corpus.shards import (
     HEADER_BYTES,
     Manifest,
@@ -17,7 +18,6 @@ from corpus.shards import (
     read_shard,
     write_shard,
 )
-from fertility.fileio import file_sha256
 
 
 def test_dtype_for_vocab():

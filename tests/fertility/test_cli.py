@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from common.outdir import MARKER
 from fertility.cli import main
 
 
@@ -33,7 +34,7 @@ def test_report_on_the_sample(tmp_path, texts, parallel, capsys, shipped_tokeniz
     code, stdout, _ = run(["--tokenizer", "gpt2", "--tokenizer", "o200k_base", "--tokenizer-dir", str(shipped_tokenizers), *texts,
                            *parallel, "--max-chars", "20000", "--out", str(out)], capsys)
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "report.html", "report.json", "report.md"]
     report = json.loads((out / "report.json").read_text())
     assert report["schema_version"] == 1
     gpt2, o200k = report["tokenizers"]
@@ -52,7 +53,9 @@ def test_report_on_the_sample(tmp_path, texts, parallel, capsys, shipped_tokeniz
     assert page.count("data:image/png;base64,") == 4
     assert "| bn |" in (out / "report.md").read_text()
     # a second run replaces the report whole
-    code, _, _ = run(["--tokenizer", "gpt2", *texts, "--max-chars", "5000", "--out", str(out)], capsys)
+    code, _, err = run(["--tokenizer", "gpt2", *texts, "--max-chars", "5000", "--out", str(out)], capsys)
+    assert code == 2 and "--overwrite" in err  # an existing report is replaced only when asked
+    code, _, _ = run(["--tokenizer", "gpt2", *texts, "--max-chars", "5000", "--out", str(out), "--overwrite"], capsys)
     assert code == 0 and len(json.loads((out / "report.json").read_text())["tokenizers"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from fertility.fileio import read_jsonl
+from common.fileio import read_jsonl
 from pretrain.cli import main
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fertility.fileio import read_jsonl
+from common.fileio import read_jsonl
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint
 from pretrain.cli import main
 from pretrain.plots import trajectory

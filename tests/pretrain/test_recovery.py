@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from fertility.fileio import read_jsonl, write_json
+from common.fileio import read_jsonl, write_json
 from pretrain import rundir
 from pretrain.checkpoint import CheckpointError, step_checkpoints
 from pretrain.cli import main

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fertility.fileio import read_jsonl
+from common.fileio import read_jsonl
 from pretrain.cli import main
 from pretrain.plots import trajectory
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from fertility.fileio import read_jsonl, write_json
+from common.fileio import read_jsonl, write_json
 from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.config import OptimConfig
 from pretrain.data import open_dataset

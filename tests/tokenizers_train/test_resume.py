@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from fertility.fileio import file_sha256
+from common.fileio import file_sha256
 from tokenizers_train import backends
 from tokenizers_train.cli import main
 

@@ -5,8 +5,9 @@ from tokenizers_train import targeting
 
 def test_parse_targets():
     assert targeting.parse_targets("bn=4.8, en=4.7") == {"bn": 4.8, "en": 4.7}
-    for bad in ("bn", "bn=x", "bn=-1", "=4"):
-        with pytest.raises(ValueError, match="LANG=CHARS_PER_TOKEN"):
+    for bad, message in [("bn", "LANG=CHARS_PER_TOKEN"), ("bn=x", "not a number"), ("bn=-1", "> 0"),
+                         ("=4", "LANG=CHARS_PER_TOKEN"), ("bn=0", "> 0")]:
+        with pytest.raises(ValueError, match=message):
             targeting.parse_targets(bad)
 
 

@@ -5,8 +5,8 @@ Every package writes through these helpers (they sit in the base layer so that a
 * ``atomic_write_bytes`` / ``atomic_write_text`` / ``write_json``: a temp file in the same folder, fsync, rename.
 * ``append_jsonl`` / ``read_jsonl``: line-per-record logs; a torn last line (a kill mid-write) is skipped.
 * ``file_sha256``: the hex digest of a file, streamed.
-* ``staging_dir`` + ``publish_dir``: build a whole output folder beside its destination, then swap it in.
-  ``check_output_dir`` refuses a destination that is an existing file *before* any work starts.
+
+Output folders (what ``--out`` may be, staging and publishing one) are ``common.outdir``.
 """
 
 from __future__ import annotations
@@ -14,15 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
-def _umask() -> int:
+def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -34,7 +31,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         # mkstemp creates the file 0600; give it the mode a plain open() would, so other users can read it.
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -99,60 +96,3 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-class OutputPathError(ValueError):
-    """An output destination that cannot be (re)placed: an existing file, or a folder without ``overwrite``."""
-
-
-def check_output_dir(out: str | os.PathLike, *, overwrite: bool = True, what: str = "--out") -> Path:
-    """Refuse, before any work, a destination folder that would lose a user's file.
-
-    An existing regular file (or anything not a folder) is always refused; an existing folder only when
-    ``overwrite`` is false.
-    """
-    out = Path(out)
-    if out.exists() or out.is_symlink():
-        if not out.is_dir():
-            raise OutputPathError(f"{what} {out}: exists and is not a folder; choose a folder path "
-                                  "(nothing was written)")
-        if not overwrite:
-            raise OutputPathError(f"{what} {out}: already exists; choose another path or pass --overwrite")
-    return out
-
-
-@contextmanager
-def staging_dir(out: str | os.PathLike) -> Iterator[Path]:
-    """A fresh folder beside ``out`` to build its content in; removed if the block raises.
-
-    The folder gets the mode a plain ``mkdir`` would (``mkdtemp`` makes it 0700, which would leave a
-    published report unreadable to others).
-    """
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    os.chmod(tmp, 0o777 & ~_umask())
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def publish_dir(staged: str | os.PathLike, out: str | os.PathLike) -> Path:
-    """Move a staged folder to ``out``, replacing an existing *folder* there; a file at ``out`` is refused.
-
-    The old folder is moved aside and removed only once the new one is in place, so a crash in between leaves
-    either the old or the new content under ``out``, never neither.
-    """
-    staged, out = Path(staged), Path(out)
-    check_output_dir(out)
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        staged.rename(out)
-        shutil.rmtree(old)
-    else:
-        staged.rename(out)
-    return out
