@@ -50,6 +50,8 @@ def _writable_parent(out: Path, what: str) -> None:
 
 def _check_inputs(out: Path, inputs: Iterable[str | os.PathLike], what: str) -> None:
     for given in inputs:
+        if not Path(given).exists():
+            continue  # a tokenizer name, a hub id: nothing on disk to keep apart from OUT
         source = Path(given).resolve()
         if _within(source, out):
             raise OutputPathError(f"{what} {out}: holds the input {given}; choose a folder apart from the inputs")
@@ -67,8 +69,8 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs:
                      what: str = "--out") -> Path:
     """Refuse, before any work, an output folder the policy above forbids; return it as given.
 
-    ``inputs`` are the command's input paths (files or folders; anything else, e.g. a hub name, is ignored
-    unless it exists on disk).
+    ``inputs`` are the command's input paths (files or folders); one that does not exist on disk (a tokenizer
+    name, a hub id) is ignored.
     """
     out = Path(out)
     resolved = out.resolve()
