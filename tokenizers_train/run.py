@@ -77,7 +77,9 @@ def run(config: RunConfig) -> RunResult:
     out = config.out
     inputs = [t.spec for t in config.texts] + [r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str)]
     check_output_dir(out, overwrite=config.overwrite, inputs=inputs)
-    backends.check_config(config.train, 0)  # backend, multiple of 64; the alphabet is checked once read
+    # backend, multiple of 64, what only hf-bpe has; the alphabet is checked once read (whole graphemes "auto"
+    # is decided then too)
+    backends.check_config(dataclasses.replace(config.train, whole_graphemes=bool(config.whole_graphemes)), 0)
     langs = sorted({t.lang for t in config.texts})
     for lang in langs:
         check_label(lang)
