@@ -6,7 +6,9 @@
 With no --shares, --temperature, --target or --parity the shares are chosen so that every language gets the
 same characters/token on its validation slice (balance; two short probe rounds fit the curve first).
 
-Exit status: 0 trained; 2 bad input or configuration; 3 target not met within the round limit.
+Exit status: 0 trained; 2 bad input or configuration (one line, before any work where it can be checked);
+3 target not met within the round limit; 130/143 stopped by SIGINT/SIGTERM (finished rounds are kept: the
+same command resumes).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def holdout(text: str) -> float:
     if value >= 0.5:
         raise argparse.ArgumentTypeError(f"expected a fraction under 0.5 (the rest is trained on), got {text}")
     return value
+
+
+vocab_size.kind = int  # the help's metavar convention (N for a count, X for a number), as common.cli's types
+holdout.kind = float
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
     p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER",
                    help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
-    p.add_argument("--tokenizer-dir", default=None, help="where reference names are found (see fertility)")
+    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", help="where reference names are found (see fertility)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an OUT this project wrote (only once training succeeded)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars and no per-round progress lines")
