@@ -15,7 +15,7 @@ from common.outdir import check_output_dir
 from fertility.analysis import analyze
 from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
 from fertility.report import terminal_table, write_report
-from fertility.text import BadUTF8Error, TextSource, parse_text_arg
+from fertility.text import BadUTF8Error, TextSource, input_paths, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
 PROG = "fertility"
@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     parallel = _parallel_sources(args)
     if not texts and not parallel:
         raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
-    inputs = [s.spec for s in [*texts, *parallel.values()]] + [x for x in (args.flores, args.tokenizer_dir) if x]
-    inputs += args.tokenizer  # names that are not paths are ignored by the check
+    inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])
     check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
     reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
     try:

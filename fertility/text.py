@@ -102,6 +102,19 @@ def source_from_spec(spec: str, lang: str = "") -> TextSource:
     return TextSource(lang, spec)
 
 
+def input_paths(sources: Iterable[TextSource | str]) -> list[str]:
+    """The paths on disk among ``sources`` (sources, tokenizer specs, folders): what an output folder must keep
+    apart from (``common.outdir.check_output_dir(inputs=...)``). A hub dataset counts by its NAME when that is
+    a local folder; names that are not on disk (``gpt2``, a hub id) are left out, so they never clash with OUT."""
+    paths = []
+    for source in sources:
+        spec = source.spec if isinstance(source, TextSource) else source
+        spec = spec.removeprefix(HF_PREFIX)
+        if Path(spec).exists():
+            paths.append(spec)
+    return paths
+
+
 def iter_documents(
     source: TextSource | str,
     *,

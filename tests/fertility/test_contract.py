@@ -196,3 +196,20 @@ def test_a_signal_is_one_line_and_leaves_no_report(signum, code, data, tmp_path,
     got, err = call(["--tokenizer", "gpt2", "--text", f"bn={data / 'bn.txt'}", "--out", str(out)], capsys)
     assert got == code and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_a_tokenizer_name_is_not_an_input_path(data, tmp_path, capsys, monkeypatch):
+    """Only inputs on disk are kept apart from OUT: ``--tokenizer gpt2 --out gpt2`` is a report named gpt2."""
+    monkeypatch.chdir(tmp_path)
+    code, err = call(["--tokenizer", "gpt2", "--text", f"bn={data / 'bn.txt'}", "--out", "gpt2"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "gpt2" / "report.json").is_file()
+
+
+def test_an_input_path_of_any_kind_is_kept_apart_from_out(data, tmp_path):
+    from fertility.text import TextSource, input_paths
+
+    (data / "hub").mkdir()
+    sources = [TextSource("bn", str(data / "bn.txt")), TextSource("bn", f"hf:{data / 'hub'}"), "gpt2",
+               str(data / "broken.tiktoken"), TextSource("en", "hf:someone/dataset")]
+    assert input_paths(sources) == [str(data / "bn.txt"), str(data / "hub"), str(data / "broken.tiktoken")]
