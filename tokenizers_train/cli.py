@@ -104,7 +104,8 @@ def config_from(args: argparse.Namespace) -> RunConfig:
                           max_token_length=args.max_token_length,
                           phrase_fraction=args.phrase_fraction if args.backend == "hf-bpe" else 0.0,
                           show_progress=not args.no_progress),
-        shares=parse_targets(args.shares, "--shares") if args.shares else None, temperature=args.temperature,
+        shares=(clihelp.parse_lang_numbers(args.shares, option="--shares", number="WEIGHT", strict=True)
+                if args.shares else None), temperature=args.temperature,
         sample_chars=args.sample_chars, max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
         max_validation_chars=args.max_validation_chars,
         goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,

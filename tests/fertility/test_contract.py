@@ -213,3 +213,10 @@ def test_an_input_path_of_any_kind_is_kept_apart_from_out(data, tmp_path):
     sources = [TextSource("bn", str(data / "bn.txt")), TextSource("bn", f"hf:{data / 'hub'}"), "gpt2",
                str(data / "broken.tiktoken"), TextSource("en", "hf:someone/dataset")]
     assert input_paths(sources) == [str(data / "bn.txt"), str(data / "hub"), str(data / "broken.tiktoken")]
+
+
+def test_a_progress_bar_is_cleared_before_the_error_line(data, tmp_path, capsys):
+    code = main(["report", "--tokenizer", "gpt2", "--text", f"bn={data / 'latin1.txt'}", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "\r" in err  # a bar was drawn, and the error line is not glued to it
+    assert err.rsplit("\r", 1)[-1].startswith(f"fertility: error: {data / 'latin1.txt'}:2")
