@@ -100,6 +100,7 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--out in a read-only place": (["--out", "/proc/1/tokenizers/tok"], ["/proc/1", "not writable"]),
         "--out a folder of the user's, --overwrite": (["--out", str(o), "--overwrite"], [str(o), "did not write"]),
         "--out an earlier result, no --overwrite": (["--out", str(o)], [str(o), "--overwrite"]),
+        "the checkpoint's place is a folder of the user's": ([], [".tok.checkpoint", "not one"]),
     }
 
 
@@ -126,7 +127,10 @@ def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_
         args = ["--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}", *args]
     if "--out" not in args:
         args = [*args, "--out", str(out)]
-    files = user_files(data, out.parent, *([out] if out.is_dir() else []))
+    planted = [data, out.parent] + ([out] if out.is_dir() else [])
+    if case == "the checkpoint's place is a folder of the user's":
+        planted.append(out.with_name(".tok.checkpoint"))  # user_files makes it, with a file of the user's
+    files = user_files(*planted)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     monkeypatch.chdir(out.parent)
     for name, module in (("prepare_text", sampling), ("train", backends)):
