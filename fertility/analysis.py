@@ -277,7 +277,6 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
         docs = (d.text for d in iter_documents(source, max_chars=max_chars, errors=errors,
                                                           counters=counters))
         yield source.lang, source.spec, _chunks(docs, bar), info
-        bar.close()
         info.update(field=source.field, documents=counters.get("documents", 0), chars=counters.get("chars", 0),
                     bad_utf8=counters.get("bad_utf8", 0))
 
@@ -296,17 +295,23 @@ def head_documents(docs: list[str], max_chars: int | None) -> list[str]:
 
 
 def _chunks(docs: Iterator[str], bar=None) -> Iterator[list[str]]:
+    """Batches of ``docs``; ``bar`` (a progress bar) is closed when they end, also by an error in the text, so
+    that the error's one line is not printed after a half-drawn bar."""
     batch: list[str] = []
     chars = 0
-    for d in docs:
-        batch.append(d)
-        chars += len(d)
-        if chars >= BATCH_CHARS or len(batch) >= BATCH_DOCS:
+    try:
+        for d in docs:
+            batch.append(d)
+            chars += len(d)
+            if chars >= BATCH_CHARS or len(batch) >= BATCH_DOCS:
+                yield batch
+                if bar is not None:
+                    bar.update(chars)
+                batch, chars = [], 0
+        if batch:
             yield batch
             if bar is not None:
                 bar.update(chars)
-            batch, chars = [], 0
-    if batch:
-        yield batch
+    finally:
         if bar is not None:
-            bar.update(chars)
+            bar.close()

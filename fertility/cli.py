@@ -8,23 +8,23 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from common import cli as clihelp
-from common.errors import InputError, OutputPathError
+from common.errors import InputError
 from common.outdir import check_output_dir
 from fertility.analysis import analyze
 from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
 from fertility.report import terminal_table, write_report
-from fertility.text import TextError, parse_text_arg
+from fertility.text import BadUTF8Error, TextSource, input_paths, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
+PROG = "fertility"
 # One block in 64 in detail keeps a report within 1.25x of the encoder's own time (benchmarks/bench_fertility.py).
 DEFAULT_DETAIL_EVERY = 64
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = clihelp.parser("fertility", "How tokenizers treat each script and language.")
+    parser = clihelp.parser(PROG, "How tokenizers treat each script and language.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html",
                          description="Measure tokenizers on labelled text; write report.json, report.md and "
@@ -40,16 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
                           "premiums against eng_Latn unless --reference names another FLORES code")
     rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
-    rep.add_argument("--reference", default=None,
+    rep.add_argument("--reference", default=None, type=clihelp.label,
                      help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
-    rep.add_argument("--max-chars", type=int, default=None, metavar="N",
+    rep.add_argument("--max-chars", type=clihelp.positive_int, default=None,
                      help="read only the first N characters (whole documents) of each source")
     rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
     rep.add_argument("--out", required=True, metavar="DIR",
                      help="the report folder: new or empty (published only on success; docs/contract.md)")
     rep.add_argument("--overwrite", action="store_true", help="replace an existing report folder this project wrote")
-    rep.add_argument("--detail-every", type=int, default=DEFAULT_DETAIL_EVERY, metavar="K",
+    rep.add_argument("--detail-every", type=clihelp.positive_int, default=DEFAULT_DETAIL_EVERY, metavar="K",
                      help="analyse one block of text in K in detail (scripts, clusters, words, ceilings: estimates "
                           "with 95%% intervals) and every document for its exact chars/bytes/tokens; 1: all in detail "
                           f"(default {DEFAULT_DETAIL_EVERY})")
@@ -59,36 +59,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _parallel_sources(args: argparse.Namespace) -> dict[str, TextSource]:
+    parallel: dict[str, TextSource] = {}
+    for arg in args.parallel:
+        source = parse_text_arg(arg, "--parallel")
+        if source.lang in parallel:
+            raise InputError(f"--parallel {arg}: language {source.lang!r} given twice")
+        parallel[source.lang] = source
+    if args.flores:
+        if parallel:
+            raise InputError("--flores and --parallel: give one source of parallel text")
+        parallel = flores_sources(args.flores, args.flores_split)
+    return parallel
+
+
+def run(args: argparse.Namespace) -> int:
+    # Every argument is checked before any work: the sources and the output folder here, the tokenizers and
+    # the readability of every text in analyze (before its first batch).
+    texts = [parse_text_arg(a) for a in args.text]
+    parallel = _parallel_sources(args)
+    if not texts and not parallel:
+        raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
+    inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])
+    check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
+    reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
     try:
-        # Every argument is checked before any work: the output path here, the text and tokenizers in analyze.
-        texts = [parse_text_arg(a) for a in args.text]
-        parallel = {}
-        for arg in args.parallel:
-            source = parse_text_arg(arg)
-            if source.lang in parallel:
-                raise TextError(f"--parallel {arg}: language {source.lang!r} given twice")
-            parallel[source.lang] = source
-        if args.flores:
-            if parallel:
-                raise TextError("--flores and --parallel: give one source of parallel text")
-            parallel = flores_sources(args.flores, args.flores_split)
-        inputs = [s.spec for s in [*texts, *parallel.values()]] + ([args.flores] if args.flores else [])
-        check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
-        reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
-        if not texts and not parallel:
-            raise TextError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
-        if args.max_chars is not None and args.max_chars <= 0:
-            raise TextError(f"--max-chars {args.max_chars}: expected a positive number of characters")
         report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
                          reference=reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
                          progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
                          detail_every=args.detail_every)
-    except (InputError, OutputPathError) as e:  # bad input or a refused --out; not bugs
-        print(f"fertility: error: {e}", file=sys.stderr)
-        return 2
+    except BadUTF8Error as e:  # only this command knows its flag for skipping such lines
+        raise e.with_hint("pass --skip-bad-utf8 to skip such lines") from None
     print(terminal_table(report))
     out = write_report(report, args.out, overwrite=args.overwrite)
     print(f"report: {out / 'report.html'} (also report.md, report.json)")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return clihelp.run_command(PROG, build_parser, run, argv)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cli import check_label
 from common.errors import InputError
 
 HF_PREFIX = "hf:"
@@ -33,6 +34,18 @@ MAX_RECORD_BYTES = 64 << 20  # a JSONL record is parsed whole; a longer line is 
 
 class TextError(InputError):
     """Unreadable text input; the message names the file (and line where it applies) and what was expected."""
+
+
+class BadUTF8Error(TextError):
+    """A line that is not UTF-8 (``errors="strict"``). The message names no way out: only a command that has a
+    flag to skip such lines can name it, with :meth:`with_hint` (``fertility report --skip-bad-utf8``)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        self.message = message
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+    def with_hint(self, hint: str) -> BadUTF8Error:
+        return BadUTF8Error(self.message, hint)
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,8 @@ class Document:
     line: int
 
 
-def parse_text_arg(arg: str) -> TextSource:
-    """Parse a CLI text argument into a :class:`TextSource`.
+def parse_text_arg(arg: str, option: str = "--text") -> TextSource:
+    """Parse a CLI text argument (of ``option``, which errors name) into a :class:`TextSource`.
 
     Grammar::
 
@@ -64,12 +77,14 @@ def parse_text_arg(arg: str) -> TextSource:
         LANG=PATH:FIELD           the JSONL field, parquet or dataset column FIELD
         LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]   a hub dataset, streamed (split "train", field "text")
 
-    A PATH that exists as given is taken whole even if it contains a colon.
+    A PATH that exists as given is taken whole even if it contains a colon. LANG is a label
+    (:func:`common.cli.check_label`): it names the language in reports and files, so it is never a path.
     """
     lang, sep, rest = arg.partition("=")
     lang = lang.strip()
     if not sep or not lang or not rest:
-        raise TextError(f"text argument {arg!r}: expected LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG]")
+        raise TextError(f"{option} {arg}: expected LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG]")
+    check_label(lang, f"{option} {arg}: language label")
     return source_from_spec(rest, lang)
 
 
@@ -87,6 +102,19 @@ def source_from_spec(spec: str, lang: str = "") -> TextSource:
     return TextSource(lang, spec)
 
 
+def input_paths(sources: Iterable[TextSource | str]) -> list[str]:
+    """The paths on disk among ``sources`` (sources, tokenizer specs, folders): what an output folder must keep
+    apart from (``common.outdir.check_output_dir(inputs=...)``). A hub dataset counts by its NAME when that is
+    a local folder; names that are not on disk (``gpt2``, a hub id) are left out, so they never clash with OUT."""
+    paths = []
+    for source in sources:
+        spec = source.spec if isinstance(source, TextSource) else source
+        spec = spec.removeprefix(HF_PREFIX)
+        if Path(spec).exists():
+            paths.append(spec)
+    return paths
+
+
 def iter_documents(
     source: TextSource | str,
     *,
@@ -97,7 +125,7 @@ def iter_documents(
     """Stream the documents of ``source`` (a :class:`TextSource` or a spec string such as ``data.jsonl:body``).
 
     ``max_chars`` keeps whole documents, in file order, until at least that many characters have been
-    yielded: a deterministic sample (the head of the source). ``errors="strict"`` raises :class:`TextError`
+    yielded: a deterministic sample (the head of the source). ``errors="strict"`` raises :class:`BadUTF8Error`
     on a line that is not UTF-8; ``errors="skip"`` skips it and counts it in ``counters["bad_utf8"]``.
     ``counters`` (when given) also receives ``documents`` and ``chars``. A text line over ``PIECE_BYTES``
     comes as several documents (cut at whitespace) with the same ``line``. A missing, empty or truncated
@@ -176,11 +204,8 @@ def _decoded_lines(path: Path, errors: str, counters: dict, whole_lines: bool = 
                         skipping = line_no
                         continue
                     column = col + len(raw[:e.start].decode("utf-8")) + 1
-                    raise TextError(
-                        f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at character {column}); "
-                        "expected UTF-8 text (to skip such lines, pass --skip-bad-utf8 on the command line, "
-                        "errors='skip' in Python)"
-                    ) from None
+                    raise BadUTF8Error(f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at character "
+                                       f"{column}); expected UTF-8 text") from None
                 if line_no == 1 and col == 0:
                     text = text.removeprefix("\ufeff")
                 text = text.rstrip("\r\n")

@@ -26,6 +26,7 @@ import sentencepiece as spm
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
+from common.errors import InputError
 from corpus.normalize import normalize
 from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
@@ -43,7 +44,7 @@ _PUA_SIZE = 0x10FFFE - _PUA_BASE
 Lines = Callable[[], Iterable[str]]
 
 
-class TrainingError(ValueError):
+class TrainingError(InputError):
     """A configuration or input the trainer cannot work with; the message says what was expected."""
 
 

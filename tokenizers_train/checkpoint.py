@@ -6,6 +6,8 @@ sample match the one it would train now (training is deterministic, so the resum
 an uninterrupted run). Each step is built in a staging folder and renamed into place when complete, so a
 kill in the middle of a step leaves only a stale staging folder, which is ignored. The folder is keyed by
 every setting and input that changes the result (``key``): a checkpoint of different settings is discarded.
+A folder in its place without a key file is not a checkpoint (one is created whole, with its key) and is never
+removed: the run is refused.
 A run that finishes, or fails with an error (bad input, a target not met), removes it.
 """
 
@@ -17,6 +19,7 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
+from common.errors import OutputPathError
 from common.fileio import read_json, write_json
 from common.outdir import publish_dir, staging_dir
 from tokenizers_train.sampling import LanguageText, PreparedText, SourceInfo
@@ -27,6 +30,13 @@ PREPARED = "prepared"
 DONE = "step.json"  # written last inside a step's folder: the step is complete
 
 
+def _stored_key(path: Path) -> str | None:
+    try:
+        return read_json(path).get("key")
+    except (ValueError, AttributeError):  # a torn or foreign key file: a checkpoint of unknown settings
+        return None
+
+
 class Checkpoint:
     """The checkpoint folder of one OUT."""
 
@@ -34,14 +44,19 @@ class Checkpoint:
         self.root = out.with_name(f".{out.name}.checkpoint")
         self.key = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         self.resumed = False
-        if self.root.is_dir():
+        if self.root.exists() or self.root.is_symlink():
             key_path = self.root / KEY_FILE
-            if key_path.is_file() and read_json(key_path).get("key") == self.key:
+            if self.root.is_symlink() or not key_path.is_file():  # not one this command made: never removed
+                raise OutputPathError(f"{self.root}: is in the place of the checkpoint folder of --out {out} and is "
+                                      "not one; move it away or choose another --out (nothing was written)")
+            if _stored_key(key_path) == self.key:
                 self.resumed = True
-            else:
-                shutil.rmtree(self.root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.root / KEY_FILE, {"key": self.key, "settings": key})
+                return
+            shutil.rmtree(self.root)
+        # Made whole with its key or not at all, so a folder without a key is never one of ours.
+        with staging_dir(self.root) as staged:
+            write_json(staged / KEY_FILE, {"key": self.key, "settings": key})
+            staged.rename(self.root)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

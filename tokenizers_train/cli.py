@@ -6,7 +6,9 @@
 With no --shares, --temperature, --target or --parity the shares are chosen so that every language gets the
 same characters/token on its validation slice (balance; two short probe rounds fit the curve first).
 
-Exit status: 0 trained; 2 bad input or configuration; 3 target not met within the round limit.
+Exit status: 0 trained; 2 bad input or configuration (one line, before any work where it can be checked);
+3 target not met within the round limit; 130/143 stopped by SIGINT/SIGTERM (finished rounds are kept: the
+same command resumes).
 """
 
 from __future__ import annotations
@@ -16,86 +18,111 @@ import sys
 from pathlib import Path
 
 from common import cli as clihelp
-from fertility import TextError, TokenizerLoadError, parse_text_arg
-from tokenizers_train.backends import BACKENDS, TrainConfig, TrainingError
-from tokenizers_train.run import REPORT_NAME, RunConfig, run
+from fertility import parse_text_arg
+from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig
+from tokenizers_train.run import REPORT_NAME, RunConfig
+from tokenizers_train.run import run as train
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
+
+PROG = "tokenizers-train"
+EXIT_TARGET_NOT_MET = 3
+
+
+def vocab_size(text: str) -> int:
+    """argparse type: a positive multiple of 64 (the model's embedding is sized from it)."""
+    value = clihelp.positive_int(text)
+    if value % VOCAB_MULTIPLE:
+        lower = value // VOCAB_MULTIPLE * VOCAB_MULTIPLE
+        nearest = f"{lower} or {lower + VOCAB_MULTIPLE}" if lower else str(VOCAB_MULTIPLE)
+        raise argparse.ArgumentTypeError(f"expected a multiple of {VOCAB_MULTIPLE}, got {value}; use {nearest}")
+    return value
+
+
+def holdout(text: str) -> float:
+    """argparse type: the fraction of each source held aside, under a half (the rest is trained on)."""
+    value = clihelp.fraction(text)
+    if value >= 0.5:
+        raise argparse.ArgumentTypeError(f"expected a fraction under 0.5 (the rest is trained on), got {text}")
+    return value
+
+
+vocab_size.kind = int  # the help's metavar convention (N for a count, X for a number), as common.cli's types
+holdout.kind = float
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = clihelp.parser("tokenizers-train", __doc__)
+    p = clihelp.parser(PROG, __doc__)
     p.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
                    help="training text for a language (repeat; several per language allowed)")
-    p.add_argument("--vocab-size", type=int, default=64000, help="a multiple of 64 (default 64000)")
+    p.add_argument("--vocab-size", type=vocab_size, default=64000, help="a multiple of 64 (default 64000)")
     p.add_argument("--out", required=True, type=Path, help="output folder (appears only when training succeeded)")
-    p.add_argument("--backend", default="hf-bpe", help=f"one of {', '.join(BACKENDS)} (default hf-bpe)")
-    p.add_argument("--phrase-fraction", type=float, default=0.25,
+    p.add_argument("--backend", default="hf-bpe", choices=BACKENDS, help="the trainer (default hf-bpe)")
+    p.add_argument("--phrase-fraction", type=clihelp.share, default=0.25,
                    help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
     p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
                    help="hf-bpe: merges over whole grapheme units, so no token starts with a combining mark, ZWJ or "
                         "ZWNJ (default auto: on when a language's text has combining marks)")
-    p.add_argument("--min-frequency", type=int, default=2, help="a pair merged must occur at least this often")
-    p.add_argument("--max-token-length", type=int, default=None, help="longest token in characters (none by default)")
-    p.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
-    p.add_argument("--temperature", type=float, default=None, help="shares proportional to chars ** (1/T)")
-    p.add_argument("--sample-chars", type=int, default=None,
+    p.add_argument("--min-frequency", type=clihelp.positive_int, default=2,
+                   help="a pair merged must occur at least this often")
+    p.add_argument("--max-token-length", type=clihelp.positive_int, default=None,
+                   help="longest token in characters (none by default)")
+    mix = p.add_mutually_exclusive_group()
+    mix.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
+    mix.add_argument("--temperature", type=clihelp.positive_float, default=None,
+                     help="shares proportional to chars ** (1/T)")
+    p.add_argument("--sample-chars", type=clihelp.positive_int, default=None,
                    help="characters in the training sample (default: all the text, no language repeated)")
-    p.add_argument("--max-chars-per-source", type=int, default=None, help="read only the head of each --text")
-    p.add_argument("--holdout", type=float, default=0.02, help="fraction of each source held aside for validation")
-    p.add_argument("--max-validation-chars", type=int, default=400_000, help="per language")
+    p.add_argument("--max-chars-per-source", type=clihelp.positive_int, default=None,
+                   help="read only the head of each --text")
+    p.add_argument("--holdout", type=holdout, default=0.02, help="fraction of each source held aside for validation")
+    p.add_argument("--max-validation-chars", type=clihelp.positive_int, default=400_000, help="per language")
     goal = p.add_mutually_exclusive_group()
     goal.add_argument("--target", default=None, metavar="LANG=CPT,...", help="chars/token floor per language")
-    goal.add_argument("--parity", default=None, metavar="LANG", help="every language within --tolerance of LANG")
-    p.add_argument("--tolerance", type=float, default=1.05,
+    goal.add_argument("--parity", default=None, metavar="LANG", type=clihelp.label,
+                      help="every language within --tolerance of LANG")
+    p.add_argument("--tolerance", type=clihelp.at_least(1), default=1.05,
                    help="parity and balance: largest allowed ratio of chars/token (default 1.05)")
-    p.add_argument("--max-rounds", type=int, default=4, help="full training rounds at most (default 4)")
-    p.add_argument("--probe-chars", type=int, default=PROBE_CHARS,
+    p.add_argument("--max-rounds", type=clihelp.positive_int, default=4, help="full training rounds at most (default 4)")
+    p.add_argument("--probe-chars", type=clihelp.positive_int, default=PROBE_CHARS,
                    help=f"balance: characters of each short probe round (default {PROBE_CHARS:,})")
     p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
     p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER",
                    help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
-    p.add_argument("--tokenizer-dir", default=None, help="where reference names are found (see fertility)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT (only once training succeeded)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", help="where reference names are found (see fertility)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an OUT this project wrote (only once training succeeded)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars and no per-round progress lines")
     return p
 
 
-def _shares(spec: str | None) -> dict[str, float] | None:
-    if spec is None:
-        return None
-    try:
-        return parse_targets(spec)
-    except ValueError:
-        raise ValueError(f"--shares: expected LANG=WEIGHT[,LANG=WEIGHT...] with positive weights, got {spec!r}") from None
+def config_from(args: argparse.Namespace) -> RunConfig:
+    """The run the arguments ask for; bad labels, shares and targets are :class:`common.errors.InputError`."""
+    return RunConfig(
+        texts=[parse_text_arg(a) for a in args.text],
+        out=args.out,
+        train=TrainConfig(backend=args.backend, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                          max_token_length=args.max_token_length,
+                          phrase_fraction=args.phrase_fraction if args.backend == "hf-bpe" else 0.0,
+                          show_progress=not args.no_progress),
+        shares=(clihelp.parse_lang_numbers(args.shares, option="--shares", number="WEIGHT", strict=True)
+                if args.shares else None), temperature=args.temperature,
+        sample_chars=args.sample_chars, max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
+        max_validation_chars=args.max_validation_chars,
+        goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
+                  tolerance=args.tolerance, max_rounds=args.max_rounds),
+        whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
+        probe_chars=args.probe_chars,
+        naive=args.naive, references=args.reference, tokenizer_dir=args.tokenizer_dir,
+        overwrite=args.overwrite, progress=not args.no_progress,
+    )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     try:
-        config = RunConfig(
-            texts=[parse_text_arg(a) for a in args.text],
-            out=args.out,
-            train=TrainConfig(backend=args.backend, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                              max_token_length=args.max_token_length,
-                              phrase_fraction=args.phrase_fraction if args.backend == "hf-bpe" else 0.0,
-                              show_progress=not args.no_progress),
-            shares=_shares(args.shares), temperature=args.temperature, sample_chars=args.sample_chars,
-            max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
-            max_validation_chars=args.max_validation_chars,
-            goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
-                      tolerance=args.tolerance, max_rounds=args.max_rounds),
-            whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
-            probe_chars=args.probe_chars,
-            naive=args.naive, references=args.reference, tokenizer_dir=args.tokenizer_dir,
-            overwrite=args.overwrite, progress=not args.no_progress,
-        )
-        result = run(config)
-    except TargetNotMet as e:
-        print(f"tokenizers-train: {e}\nnothing was written to {args.out}", file=sys.stderr)
-        return 3
-    except (TextError, TokenizerLoadError, TrainingError, ValueError, FileExistsError) as e:
-        print(f"tokenizers-train: error: {e}", file=sys.stderr)
-        return 2
+        result = train(config_from(args))
+    except TargetNotMet as e:  # not bad input: a goal the rounds did not reach, with its own exit status
+        print(f"{PROG}: {e}\nnothing was written to {args.out}", file=sys.stderr)
+        return EXIT_TARGET_NOT_MET
     print(f"tokenizer: {result.tokenizer}")
     print(f"training report: {result.out / REPORT_NAME}")
     print(f"fertility report: {result.out / 'fertility' / 'report.html'}")
@@ -104,3 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         traps = "; ".join(f"{t['script']}: {t['rule']}" for t in row["traps"]) or "none"
         print(f"  {name}: chars/token {cpt}; traps: {traps}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return clihelp.run_command(PROG, build_parser, run, argv)

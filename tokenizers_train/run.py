@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import fertility
+from common.cli import check_label
 from common.fileio import file_sha256, read_json, write_json
 from common.outdir import check_output_dir, publish_dir, staging_dir
-from fertility.text import TextSource
+from fertility.text import TextSource, check_source, input_paths
 from tokenizers_train import backends, checkpoint, sampling, targeting
 
 REPORT_NAME = "training_report.json"
@@ -63,17 +64,32 @@ class RunResult:
 
 
 def run(config: RunConfig) -> RunResult:
-    """Train as configured and publish OUT; raises ``TargetNotMet``, ``TrainingError``, ``TextError``, ``ValueError``.
+    """Train as configured and publish OUT; raises ``TargetNotMet``, or an :class:`common.errors.InputError`
+    (``TextError``, ``TrainingError``, ``TokenizerLoadError``, ``OutputPathError``) for bad input.
 
-    The work is kept in a checkpoint folder beside OUT (:mod:`tokenizers_train.checkpoint`), so the same
-    command after a kill resumes where it stopped; OUT itself is assembled and renamed into place at the end.
+    Everything that can be checked before the work is checked first: OUT (the policy of
+    :mod:`common.outdir`, against every input), the settings, the goal and shares against the languages, the
+    head of every text (:func:`fertility.text.check_source`), and every ``references`` tokenizer is loaded. The work is kept in a checkpoint folder beside OUT
+    (:mod:`tokenizers_train.checkpoint`), so the same command after a kill resumes where it stopped; OUT itself
+    is assembled and renamed into place at the end.
     """
     config = dataclasses.replace(config, goal=resolve_goal(config))
     out = config.out
-    check_output_dir(out, overwrite=config.overwrite)
-    backends.check_config(config.train, 0)  # backend, multiple of 64; the alphabet is checked once read
+    sources = [*config.texts, *(r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str))]
+    check_output_dir(out, overwrite=config.overwrite, inputs=input_paths(sources))
+    # backend, multiple of 64, what only hf-bpe has; the alphabet is checked once read (whole graphemes "auto"
+    # is decided then too)
+    backends.check_config(dataclasses.replace(config.train, whole_graphemes=bool(config.whole_graphemes)), 0)
     langs = sorted({t.lang for t in config.texts})
+    for lang in langs:
+        check_label(lang)
     targeting.check_goal(config.goal, langs)
+    if config.shares:
+        sampling.check_shares(config.shares, langs)
+    for source in config.texts:  # missing, empty, not UTF-8 or no such field at its head: before any work
+        check_source(source)
+    for reference in config.references:  # a bad one would otherwise fail after every round, losing them
+        fertility.load_tokenizer(reference, config.tokenizer_dir)
     ckpt = checkpoint.Checkpoint(out, _resume_key(config))
     if ckpt.resumed:
         _log(f"resuming from {ckpt.root}")
@@ -81,7 +97,7 @@ def run(config: RunConfig) -> RunResult:
         trained = _train(config, ckpt)
         with staging_dir(out) as tmp:
             result = _assemble(config, trained, tmp)
-            publish_dir(tmp, out)
+            publish_dir(tmp, out, command="tokenizers-train")
     except Exception:
         ckpt.remove()  # an error, not a kill: nothing to resume
         raise
@@ -138,10 +154,10 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
         budgets = sampling.sample_budgets(prepared, shares, sample_chars)
         done = ckpt.load_round(index, dict(shares), sum(budgets.values()), probe)
         if done is not None:
-            _log(f"round {index}: done before the interruption, taken from the checkpoint")
+            _progress(config, f"round {index}: done before the interruption, taken from the checkpoint")
             rounds.append(done)
             return done
-        _log(f"round {index}{' (probe)' if probe else ''}: training {train_config.backend} at "
+        _progress(config, f"round {index}{' (probe)' if probe else ''}: training {train_config.backend} at "
              f"{train_config.vocab_size} on " + ", ".join(f"{k} {v:,} chars ({shares[k]:.1%})" for k, v in budgets.items()))
         with ckpt.staging(f"round{index}") as staged:
             tokenizer = backends.train(train_config, lambda b=budgets: sampling.iter_sample(prepared, b), staged)
@@ -151,7 +167,7 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
             rounds.append(targeting.Round(index, dict(shares), measured, floor, met, time.time() - start, probe,
                                           sum(budgets.values()), tokenizer.name))
             ckpt.complete(f"round{index}", staged, rounds[-1].to_dict())
-        _log(targeting.rounds_table(rounds))
+        _progress(config, targeting.rounds_table(rounds))
         return rounds[-1]
 
     balance = config.goal.balance and len(shares) > 1
@@ -182,7 +198,7 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     if config.naive:
         naive_dir = ckpt.step("naive")
         if naive_dir is None or read_json(naive_dir / checkpoint.DONE) != {"budgets": budgets}:
-            _log(f"training the naive GPT-2 byte-level BPE at {train_config.vocab_size} on the same sample")
+            _progress(config, f"training the naive GPT-2 byte-level BPE at {train_config.vocab_size} on the same sample")
             with ckpt.staging("naive") as staged:
                 backends.train_naive(train_config.vocab_size, lambda: sampling.iter_sample(prepared, budgets),
                                      staged, show_progress=train_config.show_progress)
@@ -205,7 +221,7 @@ def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
         compare.append(_named(str(tmp / "naive" / t.naive.name), "naive-gpt2-bpe"))
     compare.extend(config.references)
     validation = {k: lt.validation for k, lt in t.prepared.languages.items()}
-    _log("measuring " + ", ".join(x if isinstance(x, str) else x.name for x in compare) + " on the validation slice")
+    _progress(config, "measuring " + ", ".join(x if isinstance(x, str) else x.name for x in compare) + " on the validation slice")
     report = fertility.analyze(compare, validation, tokenizer_dir=config.tokenizer_dir, progress=config.progress)
     fertility.write_report(report, tmp / "fertility")
     alphabet = set().union(*(lt.alphabet for lt in t.prepared.languages.values()))
@@ -285,3 +301,9 @@ def _arguments(config: RunConfig, train_config: backends.TrainConfig) -> dict:
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _progress(config: RunConfig, message: str) -> None:
+    """A progress line (rounds as they go): shown unless the command was asked for no progress."""
+    if config.progress:
+        _log(message)

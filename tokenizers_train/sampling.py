@@ -20,6 +20,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from common.cli import check_label
+from common.errors import InputError
 from corpus.normalize import normalize
 from fertility.text import TextSource, iter_documents
 from tokenizers_train.graphemes import mark_chars
@@ -96,7 +98,7 @@ def prepare_text(
     Raises ``fertility.TextError`` for a missing, empty or non-UTF-8 source, naming file and line.
     """
     if not 0 < holdout < 0.5:
-        raise ValueError(f"holdout must be a fraction in (0, 0.5), got {holdout}")
+        raise InputError(f"holdout must be a fraction in (0, 0.5), got {holdout}")
     work_dir.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     langs: dict[str, LanguageText] = {}
@@ -106,7 +108,7 @@ def prepare_text(
     try:
         for source in sources:
             if source.lang not in langs:
-                path = work_dir / f"{source.lang}.txt"
+                path = work_dir / f"{check_label(source.lang)}.txt"  # a label, never a path
                 files[source.lang] = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
                 langs[source.lang] = LanguageText(source.lang, path, 0, [])
                 kept[source.lang] = 0
@@ -139,7 +141,7 @@ def prepare_text(
     for lt in langs.values():
         if lt.train_chars == 0 or not lt.validation:
             documents = sum(i.documents for i in infos if i.lang == lt.lang)
-            raise ValueError(f"{lt.lang}: {documents} non-empty document(s) in all its sources; at least two are "
+            raise InputError(f"{lt.lang}: {documents} non-empty document(s) in all its sources; at least two are "
                              "needed, one to train on and one to measure: give more text")
     return PreparedText(langs, infos, digest.hexdigest())
 
@@ -153,23 +155,30 @@ def resolve_shares(
     proportional to ``chars ** (1 / T)`` (T = 1: as available; large T: uniform); else uniform.
     """
     langs = list(chars)
+    if shares and temperature is not None:
+        raise InputError("shares and a temperature: give one way to weigh the languages")
     if shares:
-        unknown = set(shares) - set(langs)
-        missing = set(langs) - set(shares)
-        if unknown or missing:
-            raise ValueError(f"shares must name exactly the --text languages {sorted(langs)}; "
-                             f"unknown {sorted(unknown)}, missing {sorted(missing)}")
-        if any(v <= 0 for v in shares.values()):
-            raise ValueError(f"shares must be positive, got {dict(shares)}")
+        check_shares(shares, langs)
         weights = {k: float(shares[k]) for k in langs}
     elif temperature is not None:
         if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+            raise InputError(f"temperature must be positive, got {temperature}")
         weights = {k: chars[k] ** (1.0 / temperature) for k in langs}
     else:
         weights = dict.fromkeys(langs, 1.0)
     total = sum(weights.values())
     return {k: w / total for k, w in weights.items()}
+
+
+def check_shares(shares: Mapping[str, float], langs: Sequence[str]) -> None:
+    """Refuse shares that do not name exactly the languages of the text, or that are not all positive."""
+    unknown = set(shares) - set(langs)
+    missing = set(langs) - set(shares)
+    if unknown or missing:
+        raise InputError(f"--shares must name exactly the --text languages {sorted(langs)}; "
+                         f"unknown {sorted(unknown)}, missing {sorted(missing)}")
+    if any(v <= 0 for v in shares.values()):
+        raise InputError(f"--shares must be positive, got {dict(shares)}")
 
 
 def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None) -> dict[str, int]:

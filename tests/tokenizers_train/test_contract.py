@@ -1,0 +1,238 @@
+"""``tokenizers-train`` and the command-line contract (docs/contract.md): every bad input is exit 2 and one line
+naming what is wrong, before any work (no text read into the checkpoint, no round trained), and nothing of the
+user's is touched; a signal ends a run with one line and exit 130/143, and the same command then resumes to
+the result of an uninterrupted run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from common.fileio import file_sha256
+from common.outdir import MARKER
+from tokenizers_train.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample"
+
+
+def head(path: Path, lines: int) -> str:
+    return "\n".join(gzip.decompress(path.read_bytes()).decode().splitlines()[:lines]) + "\n"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """The user's input folder: small bn/en texts and some bad files."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "bn.txt").write_text(head(SAMPLE / "bn" / "poems-pd-banglakosh.txt.gz", 60), encoding="utf-8")
+    (data / "en.txt").write_text(head(SAMPLE / "en" / "wiki-en-chinapedia.txt.gz", 60), encoding="utf-8")
+    (data / "latin1.txt").write_bytes("ঠিক আছে\n".encode() + "café\n".encode("latin-1"))
+    (data / "docs.jsonl").write_text(json.dumps({"text": "ভালো"}) + "\n", encoding="utf-8")
+    (data / "empty.txt").write_bytes(b"")
+    (data / "corrupt.json").write_text("{not a tokenizer", encoding="utf-8")
+    return data
+
+
+def call(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = main(["--no-progress", *argv])
+    except SystemExit as e:  # argparse's errors (one line, exit 2) end the parse
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+# case -> (arguments given data folder D and OUT O, the names the error line must hold). Every case trains on
+# bn and en from D unless it gives its own --text, and ends with --out O unless it names its own --out.
+def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
+    return {
+        "--sample-chars -5": (["--sample-chars", "-5"], ["--sample-chars", "-5"]),
+        "--sample-chars 0": (["--sample-chars", "0"], ["--sample-chars", "positive"]),
+        "--vocab-size not a multiple of 64": (["--vocab-size", "1000"], ["--vocab-size", "multiple of 64", "1024"]),
+        "--vocab-size 0": (["--vocab-size", "0"], ["--vocab-size", "positive"]),
+        "--vocab-size smaller than the alphabet": (["--vocab-size", "256"], ["256", "smaller than the alphabet"]),
+        "--holdout 0": (["--holdout", "0"], ["--holdout", "fraction"]),
+        "--holdout 1.5": (["--holdout", "1.5"], ["--holdout", "fraction"]),
+        "--holdout 0.6": (["--holdout", "0.6"], ["--holdout", "0.5"]),
+        "--tolerance under 1": (["--tolerance", "0.9"], ["--tolerance", ">= 1"]),
+        "--max-rounds 0": (["--max-rounds", "0"], ["--max-rounds", "positive"]),
+        "--probe-chars 0": (["--probe-chars", "0"], ["--probe-chars", "positive"]),
+        "--phrase-fraction 1.5": (["--phrase-fraction", "1.5"], ["--phrase-fraction", "share"]),
+        "--phrase-fraction 1": (["--phrase-fraction", "1"], ["phrase_fraction"]),
+        "--min-frequency 0": (["--min-frequency", "0"], ["--min-frequency", "positive"]),
+        "--max-token-length -1": (["--max-token-length", "-1"], ["--max-token-length"]),
+        "--max-chars-per-source nan": (["--max-chars-per-source", "nan"], ["--max-chars-per-source", "'nan'"]),
+        "--max-validation-chars 0": (["--max-validation-chars", "0"], ["--max-validation-chars"]),
+        "--temperature 0": (["--temperature", "0"], ["--temperature", "positive"]),
+        "--shares with --temperature": (["--shares", "bn=0.5,en=0.5", "--temperature", "2"],
+                                        ["--temperature", "--shares"]),
+        "--shares naming a language without text": (["--shares", "bn=0.5,hi=0.5"], ["--shares", "hi", "en"]),
+        "--shares not a number": (["--shares", "bn=half,en=0.5"], ["--shares", "'half'"]),
+        "--target naming a language without text": (["--target", "xx=4"], ["targets name", "xx"]),
+        "--target and --parity": (["--target", "bn=4", "--parity", "en"], ["--parity", "--target"]),
+        "--parity not a label": (["--parity", "e/n"], ["--parity", "e/n"]),
+        "--backend unknown": (["--backend", "wordpiece"], ["--backend", "wordpiece"]),
+        "--whole-graphemes on with spm": (["--backend", "spm-bpe", "--whole-graphemes", "on"],
+                                          ["whole-grapheme", "spm-bpe"]),
+        "--reference corrupt": (["--reference", str(d / "corrupt.json")], ["corrupt.json", "not a valid"]),
+        "--reference unknown name": (["--reference", "gpt7"], ["'gpt7'", "unknown tokenizer"]),
+        "label that climbs": (["--text", f"../../victim={d / 'bn.txt'}", "--text", f"en={d / 'en.txt'}"],
+                              ["--text", "'../../victim'", "label"]),
+        "label with /": (["--text", f"b/n={d / 'bn.txt'}", "--text", f"en={d / 'en.txt'}"], ["--text", "'b/n'"]),
+        "LANG=PATH without =": (["--text", str(d / "bn.txt")], ["--text", "LANG=PATH"]),
+        "missing file": (["--text", f"bn={d / 'nope.txt'}", "--text", f"en={d / 'en.txt'}"],
+                         ["nope.txt", "no such file"]),
+        "empty file": (["--text", f"bn={d / 'empty.txt'}", "--text", f"en={d / 'en.txt'}"],
+                       ["empty.txt", "no documents"]),
+        "bad JSONL field": (["--text", f"bn={d / 'docs.jsonl'}:body", "--text", f"en={d / 'en.txt'}"],
+                            ["docs.jsonl:1", "'body'"]),
+        "--out is an existing file": (["--out", str(o.parent / "notes.txt")], ["notes.txt", "not a folder"]),
+        "--out is the folder of the text, --overwrite": (["--out", str(d), "--overwrite"], [str(d), "input"]),
+        "--out is the current folder": (["--out", "."], ["--out", "current folder"]),
+        "--out in a read-only place": (["--out", "/proc/1/tokenizers/tok"], ["/proc/1", "not writable"]),
+        "--out a folder of the user's, --overwrite": (["--out", str(o), "--overwrite"], [str(o), "did not write"]),
+        "--out an earlier result, no --overwrite": (["--out", str(o)], [str(o), "--overwrite"]),
+        "the checkpoint's place is a folder of the user's": ([], [".tok.checkpoint", "not one"]),
+    }
+
+
+CASES = list(cases(Path("D"), Path("O")))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_files):
+    from tokenizers_train import backends, sampling
+
+    out = tmp_path / "out" / "tok"
+    out.parent.mkdir()
+    if case == "--out a folder of the user's, --overwrite":
+        out.mkdir()
+    if case == "--out an earlier result, no --overwrite":
+        out.mkdir()
+        (out / MARKER).write_text('{"written_by": "bangla-tokfair"}')
+    if case == "--out is an existing file":
+        (out.parent / "notes.txt").write_text("the user's notes")
+    if case == "--out is the folder of the text, --overwrite":
+        (data / MARKER).write_text("{}")  # the text lies in an earlier output folder: still never replaced
+    args, names = cases(data, out)[case]
+    if "--text" not in args:
+        args = ["--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}", *args]
+    if "--out" not in args:
+        args = [*args, "--out", str(out)]
+    planted = [data, out.parent] + ([out] if out.is_dir() else [])
+    if case == "the checkpoint's place is a folder of the user's":
+        planted.append(out.with_name(".tok.checkpoint"))  # user_files makes it, with a file of the user's
+    files = user_files(*planted)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    monkeypatch.chdir(out.parent)
+    for name, module in (("prepare_text", sampling), ("train", backends)):
+        monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("work started before the input was checked"))
+
+    code, err = call(["--vocab-size", "512", *args], capsys)
+
+    input_error(code, err, *names)
+    assert files.unchanged()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing added or removed
+
+
+def test_there_are_enough_cases():
+    assert len(CASES) >= 30
+
+
+def test_non_utf8_names_file_and_line_and_no_flag_the_command_lacks(data, tmp_path, capsys, input_error):
+    code, err = call(["--text", f"bn={data / 'latin1.txt'}", "--text", f"en={data / 'en.txt'}",
+                      "--out", str(tmp_path / "tok")], capsys)
+    input_error(code, err, "latin1.txt:2", "UTF-8")
+    assert "--skip-bad-utf8" not in err  # tokenizers-train has no such flag
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_a_label_never_becomes_a_file(data, tmp_path, capsys, monkeypatch, input_error):
+    """The finding: ``--text '../../victim=bn.txt'`` wrote the prepared text to ../../victim.txt (exit 0)."""
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n")
+    monkeypatch.chdir(work)
+    code, err = call(["--text", f"../../victim={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}",
+                      "--vocab-size", "512", "--whole-graphemes", "off", "--out", "tok"], capsys)
+    input_error(code, err, "'../../victim'")
+    assert victim.read_text() == "the user's own file\n"
+    assert list(work.iterdir()) == []
+
+
+def test_the_prepared_text_refuses_a_label_that_is_a_path(data, tmp_path):
+    from common.errors import InputError
+    from fertility.text import TextSource
+    from tokenizers_train.sampling import prepare_text
+
+    with pytest.raises(InputError, match="label"):
+        prepare_text([TextSource("../victim", str(data / "bn.txt"))], tmp_path / "work", progress=False)
+    assert not (tmp_path / "victim.txt").exists()
+
+
+# --- signals -----------------------------------------------------------------------------------------------------
+
+HOLD = Path(__file__).with_name("hold_round.py")
+
+
+def _argv(data: Path, out: Path) -> list[str]:
+    # Balance (the default): two probe rounds, then full rounds; a tiny vocabulary on the head of the sample.
+    return ["--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}", "--vocab-size", "512",
+            "--whole-graphemes", "off", "--phrase-fraction", "0", "--holdout", "0.1", "--probe-chars", "4000",
+            "--max-chars-per-source", "30000", "--naive", "--no-progress", "--out", str(out)]
+
+
+def _outputs(out: Path) -> dict[str, str]:
+    files = {p.relative_to(out).as_posix(): file_sha256(p) for p in out.rglob("tokenizer.json")}
+    report = json.loads((out / "training_report.json").read_text())
+    rounds = [{**r, "seconds": 0} for r in report["rounds"]]
+    return {**files, "rounds": json.dumps(rounds, sort_keys=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_training_is_one_line_and_the_rerun_gives_the_uninterrupted_result(
+        signum, code, data, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    reference = tmp_path / "reference"
+    done = subprocess.run([sys.executable, "-m", "tokenizers_train", *_argv(data, reference)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads((reference / "training_report.json").read_text())["rounds"]) >= 3
+
+    out = tmp_path / "out"
+    # hold_round.py runs the command with round 2 held open until a signal comes: once round 1's checkpoint is
+    # complete (the command's own file), the run is certainly mid-training, whatever the machine's load.
+    proc = subprocess.Popen([sys.executable, str(HOLD), "2", *_argv(data, out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        round1 = tmp_path / ".out.checkpoint" / "round1" / "step.json"
+        deadline = time.monotonic() + 600
+        while not round1.is_file():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "round 1 never finished"
+            time.sleep(0.05)  # polling a file, not timing: the run cannot finish while round 2 is held
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr and len(stderr.splitlines()) == 1, stderr
+    assert "finished work is kept" in stderr and stdout == ""
+    assert not out.exists() and round1.is_file()  # nothing published; the finished round kept
+
+    again = subprocess.run([sys.executable, "-m", "tokenizers_train", *_argv(data, out)], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "resuming from" in again.stderr
+    assert _outputs(out) == _outputs(reference)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "reference"]  # the checkpoint is gone
