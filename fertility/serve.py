@@ -26,7 +26,7 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from html import escape
@@ -132,15 +132,19 @@ class App:
     max_bytes: int = MAX_TEXT_BYTES
     workers: int = WORKERS
     allowed_hosts: list[str] = field(default_factory=lambda: list(LOOPBACK_NAMES))
+    on_ready: Callable[[], None] | None = None  # called once the app has started
 
     def asgi(self) -> Starlette:
         @asynccontextmanager
         async def lifespan(app: Starlette):
             app.state.limiter = anyio.CapacityLimiter(self.workers)
+            if self.on_ready:
+                self.on_ready()
             yield
 
         routes = [Route("/", self.page), Route("/explorer.css", self.stylesheet),
-                  Route("/explorer.js", self.script), Route("/api/explore", self.explore, methods=["POST"])]
+                  Route("/explorer.js", self.script), Route("/api/explore", self.explore, methods=["POST"]),
+                  Route("/favicon.ico", self.no_icon)]
         return Starlette(routes=routes, lifespan=lifespan,
                          middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=self.allowed_hosts)])
 
@@ -152,6 +156,9 @@ class App:
 
     async def script(self, request: Request) -> Response:
         return Response(SCRIPT, media_type="text/javascript", headers=HEADERS)
+
+    async def no_icon(self, request: Request) -> Response:
+        return Response(status_code=204, headers=HEADERS)  # browsers ask; a 404 would be a console error
 
     async def explore(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
@@ -238,11 +245,15 @@ def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, w
         allowed = ["*"]
         print(f"fertility serve: warning: listening on {host}, not on loopback: anyone who can reach this machine "
               "can use the app", file=sys.stderr, flush=True)
-    app = App(shelf, workers=workers, allowed_hosts=allowed).asgi()
+    # The URL is printed from the app's startup, where uvicorn already handles SIGINT/SIGTERM (a script that
+    # waits for the line may signal at once) and the socket listens (a request then waits to be answered).
+    def ready() -> None:
+        print(f"fertility serve: {url} (tokenizers: {', '.join(shelf.names)}; Ctrl-C stops it)", flush=True)
+
+    app = App(shelf, workers=workers, allowed_hosts=allowed, on_ready=ready).asgi()
     # uvicorn's INFO lines stay out of the terminal: stdout has the URL, stderr only warnings and the stop line.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-    print(f"fertility serve: {url} (tokenizers: {', '.join(shelf.names)}; Ctrl-C stops it)", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
 
 
