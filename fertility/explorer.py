@@ -285,6 +285,28 @@ def show(texts: str | Mapping[str, str], tokenizers: Sequence[str | Tokenizer] =
     return explore(texts, tokenizers, **options)
 
 
+def picker(texts: str | Mapping[str, str], tokenizers: Sequence[str | Tokenizer], *,
+           chosen: Sequence[str | Tokenizer] | None = None, tokenizer_dir: str | Path | None = None, **options):
+    """An ipywidgets control for a notebook: a checkbox per tokenizer of ``tokenizers`` (``chosen`` ticked, by
+    default the first two) above :func:`show`'s HTML for the ticked ones, measured again on each change."""
+    import ipywidgets as widgets
+
+    toks = {t.name: t for t in (load_tokenizer(spec, tokenizer_dir) for spec in tokenizers)}
+    ticked = {load_tokenizer(spec, tokenizer_dir).name for spec in chosen} if chosen else set(list(toks)[:2])
+    boxes = [widgets.Checkbox(value=name in ticked, description=name, indent=False) for name in toks]
+    output = widgets.HTML()
+
+    def update(_change=None) -> None:
+        names = [box.description for box in boxes if box.value]
+        output.value = (explore(texts, [toks[n] for n in names], **options).html() if names
+                        else "<p>Tick at least one tokenizer.</p>")
+
+    for box in boxes:
+        box.observe(update, names="value")
+    update()
+    return widgets.VBox([widgets.HBox(boxes), output])
+
+
 def _drawn_lines(lines: dict[str, list[str]], parallel: bool) -> dict[str, list[str]]:
     """The first lines of each language up to ``DRAWN_CHARS`` characters, the last cut after a space; for
     parallel texts the same number of sentences in every language."""

@@ -142,3 +142,17 @@ def test_size_limit_counts_utf8_bytes():
     check_size({"bn": at_limit})
     with pytest.raises(TextTooLarge, match=f"{MAX_TEXT_BYTES + 1:,} bytes"):
         check_size({"bn": at_limit, "en": "a"})
+
+
+def test_picker_measures_the_ticked_tokenizers(gpt2, o200k):
+    pytest.importorskip("ipywidgets", reason="ipywidgets comes with the dev and notebooks extras")
+    from fertility.explorer import picker
+
+    control = picker(BANGLA, [gpt2, o200k], chosen=[o200k], lang="bn")
+    boxes, output = control.children[0].children, control.children[1]
+    assert [b.value for b in boxes] == [False, True]
+    assert output.value == explore(BANGLA, [o200k], lang="bn").html()
+    boxes[0].value = True  # ticking gpt2 measures both
+    assert output.value == explore(BANGLA, [gpt2, o200k], lang="bn").html()
+    boxes[0].value = boxes[1].value = False
+    assert "Tick at least one" in output.value
