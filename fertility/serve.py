@@ -44,6 +44,7 @@ from common.errors import InputError
 from fertility.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
 from fertility.tokenizers import Tokenizer, TokenizerLoadError, available_known, load_tokenizer
 from fertility.tokenizers.base import WORKERS
+from fertility.viewer import FONT_STACK
 
 DEFAULT_HOST = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
@@ -259,19 +260,19 @@ def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, w
 
 # --- the page --------------------------------------------------------------------------------------------------
 
-PAGE_CSS = """
-body {font-family: sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 1em 2em}
-header {display: flex; align-items: baseline; gap: 1em}
-header h1 {font-size: 20px}
-.panes {display: flex; gap: 1em}
-.pane {flex: 1; display: flex; flex-direction: column; gap: 0.3em}
-.pane[hidden] {display: none}
-.pane textarea {min-height: 9em; font-size: 16px; width: 100%; box-sizing: border-box}
-.pane.dragging textarea {outline: 3px dashed #1976d2}
-fieldset {border: 1px solid #ddd; margin: 0.6em 0}
-fieldset label {margin-right: 1em; white-space: nowrap}
-#message {color: #b71c1c; font-weight: bold; min-height: 1.2em}
-#status {color: #555}
+PAGE_CSS = f"""
+body {{font-family: sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 1em 2em}}
+header {{display: flex; align-items: baseline; gap: 1em}}
+header h1 {{font-size: 20px}}
+.panes {{display: flex; gap: 1em}}
+.pane {{flex: 1; display: flex; flex-direction: column; gap: 0.3em}}
+.pane[hidden] {{display: none}}
+.pane textarea {{min-height: 9em; font-size: 16px; width: 100%; box-sizing: border-box; font-family: {FONT_STACK}}}
+.pane.dragging textarea {{outline: 3px dashed #1976d2}}
+fieldset {{border: 1px solid #ddd; margin: 0.6em 0}}
+fieldset label {{margin-right: 1em; white-space: nowrap}}
+#message {{color: #b71c1c; font-weight: bold; min-height: 1.2em}}
+#status {{color: #555}}
 """
 
 
@@ -370,8 +371,11 @@ SCRIPT = r"""
         method: "POST", headers: {"Content-Type": "application/json"}, signal: controller.signal,
         body: JSON.stringify({texts, tokenizers, parallel: parallel()}),
       });
-      const body = await response.json();
-      if (!response.ok) { say(body.error || `error ${response.status}`); return; }
+      const body = await response.json().catch(() => null);  // a bug's 500 is plain text
+      if (!response.ok || !body) {
+        say((body && body.error) || `The server answered ${response.status}: see its terminal.`);
+        return;
+      }
       $("#result").innerHTML = body.html;  // built by the server, every piece of text escaped
     } catch (e) {
       if (e.name !== "AbortError") say(`The server did not answer (${e.message}); is fertility serve running?`);

@@ -210,7 +210,7 @@ def md_rows(md: str, tokenizer: str, table: str) -> dict[str, list[str]]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make install installs it)")
-def test_app_in_headless_chromium(shelf, cli_md):
+def test_app_in_headless_chromium(shelf, cli_md, tmp_path_factory):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is installed by make install")
     md, report = cli_md
     problems, dialogs = [], []
@@ -267,6 +267,20 @@ def test_app_in_headless_chromium(shelf, cli_md):
             page.evaluate(f"document.querySelector('#text-a').value = 'a'.repeat({MAX_TEXT_BYTES + 1})")
             page.click("#go")
             assert "the limit is 1,000,000 bytes" in page.locator("#message").inner_text()
+
+            # a file: read as UTF-8 into the text box; refused with a message when not UTF-8 or too large
+            files = tmp_path_factory.mktemp("files")
+            (files / "bn.txt").write_text(BANGLA + "\n", encoding="utf-8")
+            (files / "latin1.txt").write_bytes("caf\u00e9".encode("latin-1"))
+            (files / "big.txt").write_bytes(b"a" * (MAX_TEXT_BYTES + 1))
+            page.set_input_files("#file-a", str(files / "bn.txt"))
+            page.wait_for_function("document.querySelector('#text-a').value.length > 10")
+            assert page.input_value("#text-a") == BANGLA + "\n"
+            page.set_input_files("#file-a", str(files / "latin1.txt"))
+            page.wait_for_selector("#message:has-text('is not UTF-8 text')")
+            page.set_input_files("#file-a", str(files / "big.txt"))
+            page.wait_for_selector("#message:has-text('the limit is 1,000,000 bytes')")
+            assert page.input_value("#text-a") == BANGLA + "\n"  # a refused file leaves the text as it was
             assert problems == [] and dialogs == []
         finally:
             browser.close()

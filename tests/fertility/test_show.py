@@ -156,3 +156,16 @@ def test_picker_measures_the_ticked_tokenizers(gpt2, o200k):
     assert output.value == explore(BANGLA, [gpt2, o200k], lang="bn").html()
     boxes[0].value = boxes[1].value = False
     assert "Tick at least one" in output.value
+
+
+@pytest.mark.shared
+def test_unk_and_byte_fallback_tokens_are_marked(shared_tok):
+    text = "আমি 😀 漢字 ঋ ৠ ꧁ test"
+    e = explore(text, [shared_tok("bangla-bert-base"), shared_tok("llama2")])
+    page = e.html()
+    for name, flag, cls, title in (("bangla-bert-base", "unk", "unk", "UNK"),
+                                   ("llama2", "byte_fallback", "bf", "byte fallback")):
+        flagged = sum(getattr(s, flag) for lines in e.segments[name].values() for line in lines for s in line)
+        assert flagged > 0  # a WordPiece UNK for the emoji, llama2's <0x..> pieces for the rare characters
+        cells = "".join(re.findall(rf"<div class='cell' data-tokenizer='{name}'.*?</div>", page, flags=re.S))
+        assert len(re.findall(rf'class="tok[^"]*\b{cls}\b[^"]*" title="[^"]*{title}', cells)) == flagged
