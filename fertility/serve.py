@@ -52,6 +52,7 @@ DEFAULT_PORT = 8000
 # A JSON body escapes some characters (a control character takes 6 bytes); past this many bytes a body cannot
 # hold MAX_TEXT_BYTES of text and reading stops.
 MAX_BODY_BYTES = 6 * MAX_TEXT_BYTES + 64 * 1024
+MAX_LANGUAGES = 8  # texts in one request (the page sends one, or two in parallel mode)
 SHUTDOWN_GRACE_S = 5  # requests still running at Ctrl-C get this long to finish
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -112,6 +113,8 @@ class ExploreRequest:
         texts, names = body.get("texts"), body.get("tokenizers")
         if not isinstance(texts, dict) or not texts or not all(isinstance(t, str) for t in texts.values()):
             raise InputError("texts: expected an object of LANG: TEXT")
+        if len(texts) > MAX_LANGUAGES:
+            raise InputError(f"texts: at most {MAX_LANGUAGES} languages a request")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise InputError("tokenizers: choose at least one tokenizer")
         if len(set(names)) != len(names):

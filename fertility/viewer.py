@@ -49,7 +49,7 @@ def token_spans(text: str, segments: list[TokenSegment]) -> str:
     for i, seg in enumerate(segments):
         shown = "".join(char_at.get(b, "") for b in range(seg.byte_start, seg.byte_end)) or "\u00b7"
         hex_bytes = " ".join(f"{b:02x}" for b in data[seg.byte_start:seg.byte_end]) or "(none)"
-        flags = [text for on, text in ((seg.cuts_cluster, "starts inside a grapheme cluster"), (seg.unk, "UNK"),
+        flags = [what for on, what in ((seg.cuts_cluster, "starts inside a grapheme cluster"), (seg.unk, "UNK"),
                                        (seg.byte_fallback, "byte fallback")) if on]
         title = " | ".join([f"id {seg.token_id}", f"bytes {hex_bytes}", *flags])
         classes = (f"tok c{i % len(COLOURS)}" + (" cut" if seg.cuts_cluster else "") + (" unk" if seg.unk else "")

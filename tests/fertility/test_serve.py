@@ -89,11 +89,37 @@ def test_the_browser_never_names_a_path(client, shipped_tokenizers):
     ({"texts": {"../etc": "text"}, "tokenizers": ["gpt2"]}, 400, "label"),
     ({"texts": {"en": "text"}, "tokenizers": []}, 400, "at least one"),
     ({"texts": {"en": "text"}, "tokenizers": ["gpt2", "gpt2"]}, 400, "once"),
+    ({"texts": {f"l{i}": "text" for i in range(9)}, "tokenizers": ["gpt2"]}, 400, "at most 8 languages"),
     ([1, 2], 400, "JSON object"),
-], ids=["too-large", "misaligned", "empty", "label", "no-tokenizer", "twice", "not-an-object"])
+], ids=["too-large", "misaligned", "empty", "label", "no-tokenizer", "twice", "languages", "not-an-object"])
 def test_bad_requests_get_a_message(client, body, status, words):
     r = client.post("/api/explore", json=body)
     assert r.status_code == status and words in r.json()["error"]
+
+
+def test_no_request_opens_a_file(client):
+    opened = []
+    watching = threading.Event()
+
+    def hook(event, args):  # audit hooks cannot be removed: this one records only while the test watches
+        if watching.is_set() and event == "open":
+            opened.append(args[0])
+
+    def requests():
+        assert client.get("/").status_code == 200
+        assert post(client, {"mix": TEXT}).status_code == 200
+        assert post(client, {"bn": BANGLA, "en": ENGLISH}, parallel=True).status_code == 200
+        assert post(client, {"en": "x"}, ["/etc/passwd"]).status_code == 400
+        assert post(client, {"../../etc/passwd": "x"}).status_code == 400
+
+    requests()  # first: Python imports the modules these need (reading their .pyc files) once
+    sys.addaudithook(hook)
+    watching.set()
+    try:
+        requests()
+    finally:
+        watching.clear()
+    assert opened == []
 
 
 def test_a_body_over_the_limit_is_not_read(client):
