@@ -15,6 +15,7 @@ from fertility.tokenizers.loading import (
     KNOWN_TOKENIZERS,
     SHIPPED_TOKENIZER_DIR,
     TOKENIZER_DIR_ENV,
+    available_known,
     load_tokenizer,
 )
 from fertility.tokenizers.sentencepiece import SentencePieceTokenizer
@@ -30,6 +31,6 @@ from fertility.tokenizers.tiktoken import (
 __all__ = [
     "CL100K_PATTERN", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN_PATTERN",
     "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "HFTokenizer", "SentencePieceTokenizer",
-    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "load_tokenizer", "one_thread",
+    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known", "load_tokenizer", "one_thread",
     "read_tiktoken_ranks", "worker_pool",
 ]
