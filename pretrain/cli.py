@@ -185,20 +185,22 @@ def check_shards(path: str, what: str = "--data") -> None:
 
 def check_run_dir(out: str, *, resume: bool, inputs: list[str]) -> None:
     """``--out`` of ``launch`` under the one --out policy (`common.outdir`): a new or empty folder, or a run of
-    ours that has not trained yet (its ``--preflight-only``); with ``--resume`` also a run of ours to go on
-    with. Whatever else is there (a run without --resume, a folder of someone else's) is refused."""
+    ours that has not trained yet (the folder of its ``--preflight-only``); with ``--resume`` also a run of
+    ours to go on with. Anything else there (a run without --resume, a folder of someone else's, the output
+    of another command) is refused."""
     run_dir = Path(out)
-    if run_dir.is_dir() and any(run_dir.iterdir()):
-        if not rundir.is_run(run_dir):
-            raise OutputPathError(f"--out {run_dir}: is a folder `pretrain launch` did not write and is not "
-                                  "empty; choose a new or empty folder (nothing was written)")
-        if rundir.has_trained(run_dir) and not resume:
+    ours_run = run_dir.is_dir() and rundir.is_run(run_dir)
+    if ours_run and rundir.has_trained(run_dir):
+        if not resume:
             raise OutputPathError(f"--out {run_dir}: already holds a run; pass --resume to continue it, or "
                                   "choose a new folder")
         # The trainer writes into the run itself: a read-only run is refused here, not at its first step.
         check_output_file(run_dir / rundir.CONFIG, overwrite=True, what="--out")
-    else:
-        check_output_dir(run_dir, inputs=inputs)
+        return
+    if not ours_run and run_dir.is_dir() and is_ours(run_dir):
+        raise OutputPathError(f"--out {run_dir}: holds the output of another command, not a run; choose a new "
+                              "folder")
+    check_output_dir(run_dir, overwrite=ours_run, inputs=inputs)
 
 
 def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfig:
