@@ -284,7 +284,8 @@ def start_supervisor(run_dir: Path, generation: int, args: list[str]) -> subproc
     """``python -m pretrain.supervisor --run RUN --trainer-pid PID --generation GEN ...`` beside this trainer.
 
     In a session of its own, so that a Ctrl-C at the terminal reaches only the trainer, which stops the
-    supervisor itself once its checkpoint is saved (the supervisor also dies with the trainer, even by kill -9)."""
+    supervisor itself once its checkpoint is saved; after a kill -9 of the trainer the supervisor sees it gone
+    at its next poll and exits."""
     cmd = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(os.getpid()),
            "--generation", str(generation), *args]
     return subprocess.Popen(cmd, start_new_session=True)

@@ -46,7 +46,6 @@ import numpy as np
 
 from common import cli as clihelp
 from common.fileio import write_json
-from common.signals import die_with_parent
 from pretrain import rundir
 
 # Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last
@@ -476,8 +475,6 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run)
     if not run_dir.is_dir():
         parser.error(f"--run {run_dir}: no such directory")
-    if os.getppid() == args.trainer_pid:  # started by the trainer (`pretrain launch`): no orphan if it is killed
-        die_with_parent(args.trainer_pid)
     cfg = SupervisorConfig(**{f.name: getattr(args, f.name) for f in fields(SupervisorConfig)})
     return supervise(run_dir, args.trainer_pid, cfg, args.generation)
 

@@ -72,17 +72,24 @@ def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synth
 
     # The `hang` fault stops the trainer before step 11 without changing any number, so the kill lands there
     # whatever the machine's load (the deadline only turns a bug into a failure instead of a hang).
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *micro.args(synthetic_shards, killed, steps, *common,
-                                                                        "--inject-fault", "hang@11")],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # With a supervisor that never judges (so it cannot change a number), which must not outlive the trainer.
+    argv = [a for a in micro.args(synthetic_shards, killed, steps, *common) if a != "--no-supervisor"]
+    argv += ["--sup-min-history", "1000", "--sup-poll-s", "0.05", "--inject-fault", "hang@11"]
+    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
         done = read_jsonl(killed / "metrics.jsonl")
         if done and done[-1]["step"] == 10:
+            assert supervisors_of(killed), "the supervisor should be watching the run"
             os.kill(proc.pid, signal.SIGKILL)
             break
         time.sleep(0.02)
     assert proc.wait() == -signal.SIGKILL, "the run should have hung at step 11 and been killed there"
+    deadline = time.monotonic() + 60  # the supervisor notices at its next poll that the trainer is gone
+    while supervisors_of(killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not supervisors_of(killed), "the supervisor must not outlive a killed trainer"
     before = read_jsonl(killed / "metrics.jsonl")
     assert before[-1]["step"] < steps
 
