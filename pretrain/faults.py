@@ -85,14 +85,15 @@ class FaultPlan:
 
     def before_step(self, step: int, log, stop=None) -> None:
         """``hang``: stop answering (the supervisor must notice the silent heartbeat and end the process).
-        ``await_signal``: wait until ``stop`` (the loop's `common.signals.StopRequest`) is set, at most an hour."""
+        ``await_signal``: wait until ``stop`` (the loop's `common.signals.StopRequest`, None outside a
+        deferred-signals block: no wait) is set, at most an hour."""
         if self.fires("hang", step):
             log(f"fault injected: hang at step {step}")
             while True:
                 time.sleep(3600)
         if self.fires("await_signal", step):
             deadline = time.monotonic() + 3600
-            while not stop and time.monotonic() < deadline:
+            while stop is not None and not stop and time.monotonic() < deadline:
                 time.sleep(0.01)
 
     def in_step(self, step: int) -> StepFaults | None:
