@@ -29,8 +29,7 @@ from tqdm import tqdm
 from common.errors import InputError, OutputPathError
 from common.fileio import read_json, write_json
 from common.outdir import MARKER, check_output_dir, is_ours, publish_dir
-from common.signals import die_with_parent
-from corpus.executors import ExecutorConfig
+from corpus.executors import ExecutorConfig, worker_start
 from corpus.faults import checkpoint
 from corpus.measure import Totals
 from corpus.plan import Plan, PlanError
@@ -205,7 +204,7 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
     try:
         # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
         if workers > 1 and len(todo) > 1 and sum(sizes[j.file] for j in todo) > POOL_TOKENS:
-            with mp.get_context("spawn").Pool(min(workers, len(todo)), initializer=die_with_parent,
+            with mp.get_context("spawn").Pool(min(workers, len(todo)), initializer=worker_start,
                                               initargs=(os.getpid(),)) as pool:
                 for file, sha in pool.imap(_star_write_job, args):
                     record(file, sha)

@@ -12,6 +12,7 @@ stage keeps its own datatrove logging folder, whose completion markers let a rer
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -162,6 +163,14 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
         ray.shutdown()
 
 
+def worker_start(parent_pid: int) -> None:
+    """First thing in a worker process of the build: die with the build (even by ``kill -9``), and leave
+    Ctrl-C to it. A terminal sends SIGINT to every process of the group; the build is the one that stops its
+    pools (which ends the workers) and says so in one line."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Local(LocalPipelineExecutor):
     """datatrove's local executor; defined here so that a spawned task process imports this module (and with it
     the quieter task logger) when it unpickles its executor. A task process dies with the build: datatrove's
@@ -174,7 +183,7 @@ class _Local(LocalPipelineExecutor):
 
     def _launch_run_for_rank(self, rank: int, ranks_q, completed=None, completed_lock=None):
         if os.getpid() != self._parent_pid:
-            die_with_parent(self._parent_pid)
+            worker_start(self._parent_pid)
         return super()._launch_run_for_rank(rank, ranks_q, completed, completed_lock)
 
 

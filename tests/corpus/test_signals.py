@@ -65,14 +65,18 @@ def reference(sample_dir, tmp_path_factory) -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code", "where", "workers"), [
     (signal.SIGINT, 130, "pack:3", 1),  # in the build process, while it writes shards
-    (signal.SIGTERM, 143, "ingest:1", 2),  # while a pool worker runs an ingest task
-], ids=["sigint-packing", "sigterm-ingest-pool"])
+    (signal.SIGINT, 130, "ingest:1", 2),  # while a pool worker runs an ingest task
+    (signal.SIGTERM, 143, "ingest:1", 2),
+], ids=["sigint-packing", "sigint-ingest-pool", "sigterm-ingest-pool"])
 def test_signal_stops_with_one_line_and_the_rerun_is_byte_identical(sample_dir, tmp_path, reference, sig, code,
                                                                     where, workers):
     out = tmp_path / "out"
     argv = _argv(sample_dir, out, workers)
     proc, _ = _start_paused(argv, where, tmp_path / "paused")
-    proc.send_signal(sig)
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # as Ctrl-C in a terminal: to the build and every worker of its group
+    else:
+        proc.send_signal(sig)  # as `kill PID`
     _, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == code, err
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
