@@ -357,6 +357,17 @@ def pack_status(status: BuildStatus, path: str | None, jobs: list[ShardJob]) -> 
     return update
 
 
+def _check_work_dir(work_dir: str | None) -> None:
+    """A local --work-dir must be a folder or a path that can become one (a URL is the filesystem's to judge)."""
+    if work_dir is None or "://" in str(work_dir):
+        return
+    path = Path(work_dir)
+    parent = next((p for p in (path, *path.parents) if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"--work-dir {work_dir}: {parent} is not a folder; give a folder (or a URL) for the "
+                         "stages' files")
+
+
 def _work_url(stage: Path, work_dir: str | None) -> str:
     return str(work_dir).rstrip("/") if work_dir else str((stage / WORK_DIR).resolve())
 
@@ -386,6 +397,7 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     out_dir = Path(out_dir)
     args = arguments(config)
     checked = check_inputs(config, executor)
+    _check_work_dir(work_dir)
     existing, done = _published(out_dir, checked.info, args, append=append, overwrite=overwrite,
                                 inputs=_input_paths(checked.sources))
     if done:
@@ -470,6 +482,7 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     (:func:`staging_path`), which a later build into ``out_dir`` resumes; with ``work_dir`` it is kept there."""
     executor = executor or ExecutorConfig()
     checked = check_inputs(config, executor)
+    _check_work_dir(work_dir)
     if out_dir is not None:
         # The later build's --out: held to the same policy now, so that it is refused before the ingest.
         check_output_dir(out_dir, overwrite=True, inputs=_input_paths(checked.sources))

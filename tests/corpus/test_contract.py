@@ -102,6 +102,8 @@ CASES = {
     "out-not-ours-not-empty": Case(lambda r: _build(r), ("--out", "did not write"), _file("out/theirs.txt")),
     "out-ours-without-overwrite": Case(lambda r: _build(r), ("--out", "--overwrite"), _ours),
     "out-read-only": Case(lambda r: _build(r, out="/proc/corpus-out"), ("/proc", "not writable")),
+    "work-dir-is-a-file": Case(lambda r: _build(r, "--work-dir", str(r / "work.txt")), ("--work-dir", "work.txt"),
+                               _file("work.txt")),
     "append-to-no-shard-set": Case(lambda r: _build(r, "--append"), ("--append", "not a shard set"), _ours),
     # --- plan
     "plan-mix-unknown-language": Case(lambda r: _plan(r, mix="bn=0.5,hi=0.5"), ("hi",)),
