@@ -2,9 +2,10 @@
 
 Everything after the ingest is a deterministic function of the kept documents (in canonical order) and the
 seed, so the shard layout is recomputed identically on every run, with any executor and number of tasks.
-Shards are written atomically and recorded in ``.pack.json`` as they finish; a rerun of the same command
-skips them, and the result is byte-identical to an uninterrupted build. The manifest is written last, so a
-shard directory with a manifest is complete.
+The build works in a staging folder beside OUT (:func:`staging_path`, marked as this project's): shards are
+written there atomically and recorded in ``.pack.json`` as they finish, the manifest last; a rerun of the same
+command resumes it, and the result is byte-identical to an uninterrupted build. The finished folder becomes
+OUT by one rename, so OUT is either absent (or as it was) or complete.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing as mp
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -23,20 +26,23 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from common.fileio import write_json
-from corpus.executors import ExecutorConfig
+from common.errors import InputError, OutputPathError
+from common.fileio import read_json, write_json
+from common.outdir import MARKER, check_output_dir, is_ours, publish_dir
+from corpus.executors import ExecutorConfig, worker_start
 from corpus.faults import checkpoint
 from corpus.measure import Totals
-from corpus.plan import Plan
+from corpus.plan import Plan, PlanError
 from corpus.prepare import (
     BuildConfig,
     BuildError,
+    Checked,
     DocTable,
     Prepared,
+    check_inputs,
     measure_rows,
     prepare,
     rng,
-    tokenizer_info,
     train_mask,
 )
 from corpus.progress import BuildStatus, StageStatus
@@ -53,12 +59,12 @@ from corpus.shards import (
     read_header,
 )
 from fertility.text import TextSource
-from fertility.tokenizers import load_tokenizer
 
 WORK_DIR = ".work"
+STAGE_SUFFIX = ".building"
 PACK_PROGRESS = ".pack.json"
 POOL_TOKENS = 20_000_000
-__all__ = ["BuildConfig", "BuildError", "build", "plan_only"]
+__all__ = ["BuildConfig", "BuildError", "build", "plan_only", "staging_path"]
 
 
 def arguments(config: BuildConfig) -> dict:
@@ -198,7 +204,8 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
     try:
         # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
         if workers > 1 and len(todo) > 1 and sum(sizes[j.file] for j in todo) > POOL_TOKENS:
-            with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
+            with mp.get_context("spawn").Pool(min(workers, len(todo)), initializer=worker_start,
+                                              initargs=(os.getpid(),)) as pool:
                 for file, sha in pool.imap(_star_write_job, args):
                     record(file, sha)
         else:
@@ -232,20 +239,103 @@ def _shard_info(job: ShardJob, table: DocTable, languages: list[str], sha: str) 
                      bytes=int(table.bytes[job.docs].sum()), sha256=sha)
 
 
-def _check_existing(out_dir: Path, info: TokenizerInfo, args: dict, append: bool) -> Manifest | None:
-    if not (out_dir / MANIFEST_NAME).exists():
-        return None
-    existing = Manifest.load(out_dir)
-    if existing.tokenizer.sha256 != info.sha256:
-        raise BuildError(
-            f"{out_dir / MANIFEST_NAME}: its shards were made with tokenizer {existing.tokenizer.spec} "
-            f"(sha256 {existing.tokenizer.sha256[:12]}), not {info.spec} (sha256 {info.sha256[:12]}); token ids of "
-            f"two tokenizers cannot share a shard set. Use another --out, or the manifest's tokenizer")
-    current = {k: v for k, v in existing.arguments.items() if k != "previous"}
-    if not append and current != args:
-        raise BuildError(f"{out_dir} already holds a shard set built with other arguments; "
-                         f"pass --append to add these shards to it, or choose another --out")
-    return existing
+def _current(arguments: dict) -> dict:
+    return {k: v for k, v in arguments.items() if k != "previous"}
+
+
+def _input_paths(sources: list[TextSource]) -> list[str]:
+    """The sources that are paths on this machine (what --out must keep apart from)."""
+    return [s.spec for s in sources if "://" not in s.spec and not s.spec.startswith("hf:")]
+
+
+def _published(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, overwrite: bool,
+               inputs: list[str]) -> tuple[Manifest | None, bool]:
+    """Before any work, what OUT holds: ``(manifest, True)`` when it is this very build already (a rerun does
+    nothing), ``(manifest, False)`` for the shard set that ``append`` adds to, else ``(None, False)``. Refuses
+    an OUT the --out policy forbids (``common.outdir``), a result of other arguments without ``--overwrite``,
+    and an ``--append`` to anything but a shard set of the same tokenizer."""
+    check_output_dir(out_dir, overwrite=True, inputs=inputs)  # the rules no flag lifts
+    existing = None
+    if is_ours(out_dir) and (out_dir / MANIFEST_NAME).is_file():
+        existing = Manifest.load(out_dir)
+        if _current(existing.arguments) == args:
+            return existing, True
+    if append:
+        if existing is None:
+            raise BuildError(f"--append: {out_dir} is not a shard set written by `corpus build`; build one there "
+                             "first, or drop --append")
+        if existing.tokenizer.sha256 != info.sha256:
+            raise BuildError(
+                f"{out_dir / MANIFEST_NAME}: its shards were made with tokenizer {existing.tokenizer.spec} "
+                f"(sha256 {existing.tokenizer.sha256[:12]}), not {info.spec} (sha256 {info.sha256[:12]}); token "
+                "ids of two tokenizers cannot share a shard set. Use another --out, or the manifest's tokenizer")
+        if existing.dtype != dtype_for_vocab(info.vocab_size):
+            raise BuildError(f"{out_dir}: existing shards are {existing.dtype}, this tokenizer needs "
+                             f"{dtype_for_vocab(info.vocab_size)}")
+        return existing, False
+    if existing is not None and not overwrite:
+        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments; pass "
+                              "--append to add these shards to it, --overwrite to replace it, or choose another --out")
+    check_output_dir(out_dir, overwrite=overwrite, inputs=inputs)
+    return None, False
+
+
+def staging_path(out_dir: str | Path) -> Path:
+    """Where a build into OUT keeps its unfinished work (shards, report, and the stages' files in ``.work``): a
+    folder beside OUT, marked as this project's, that a rerun of the same command resumes and that becomes OUT
+    by a rename when the build is complete (``common.outdir.publish_dir``)."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f".{out_dir.name}{STAGE_SUFFIX}"
+
+
+def _open_stage(stage: Path, record: dict | None) -> bool:
+    """Create the staging folder, or resume the one there; True when it is created now. ``record`` says what
+    the folder's shards are for (the build's arguments); a folder holding another build's unfinished shards
+    keeps only its ingest (``.work``, checked by its own fingerprint) and packs again, which takes seconds.
+    ``None`` (a plan) leaves an existing folder as it is."""
+    marker = {"written_by": "bangla-tokfair", "command": "corpus build (unfinished)", "build": record}
+    if stage.exists() or stage.is_symlink():
+        if not stage.is_dir() or not is_ours(stage):
+            raise OutputPathError(f"{stage}: is where this build keeps its unfinished work, but holds something "
+                                  "this project did not write; move it away (nothing was written)")
+        if record is not None and read_json(stage / MARKER).get("build") != record:
+            for path in stage.iterdir():
+                if path.name not in (MARKER, WORK_DIR):
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+            write_json(stage / MARKER, marker)
+        return False
+    stage.mkdir()
+    write_json(stage / MARKER, marker)
+    return True
+
+
+def _link_existing(out_dir: Path, stage: Path) -> None:
+    """The files of the shard set an --append adds to, in the staging folder: hard links (shards are never
+    rewritten in place, so OUT's files stay as they were), or copies where links are refused. Not its
+    manifest: in the staging folder, a manifest marks the build finished."""
+    for path in out_dir.iterdir():
+        target = stage / path.name
+        if path.is_file() and path.name not in (MARKER, MANIFEST_NAME) and not target.exists():
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copy2(path, target)
+
+
+@contextmanager
+def _staged(out_dir: Path, record: dict | None) -> Iterator[Path]:
+    """The staging folder of ``out_dir`` for the block. Bad input met before the ingest was finished removes a
+    folder created by this run (its work cannot be trusted once the input is fixed): nothing is left that was
+    not there before. Anything else (a signal, a bug, a plan error after a finished ingest) keeps it, marked,
+    for the rerun to resume."""
+    stage = staging_path(out_dir)
+    created = _open_stage(stage, record)
+    try:
+        yield stage
+    except InputError as e:
+        if created and not isinstance(e, PlanError):
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
 
 
 def pack_status(status: BuildStatus, path: str | None, jobs: list[ShardJob]) -> Callable[[int, int], None]:
@@ -267,8 +357,19 @@ def pack_status(status: BuildStatus, path: str | None, jobs: list[ShardJob]) -> 
     return update
 
 
-def _work_url(out_dir: Path, work_dir: str | None) -> str:
-    return str(work_dir).rstrip("/") if work_dir else str((out_dir / WORK_DIR).resolve())
+def _check_work_dir(work_dir: str | None) -> None:
+    """A local --work-dir must be a folder or a path that can become one (a URL is the filesystem's to judge)."""
+    if work_dir is None or "://" in str(work_dir):
+        return
+    path = Path(work_dir)
+    parent = next((p for p in (path, *path.parents) if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"--work-dir {work_dir}: {parent} is not a folder; give a folder (or a URL) for the "
+                         "stages' files")
+
+
+def _work_url(stage: Path, work_dir: str | None) -> str:
+    return str(work_dir).rstrip("/") if work_dir else str((stage / WORK_DIR).resolve())
 
 
 def _remove_work(work_url: str) -> None:
@@ -282,37 +383,55 @@ def _remove_work(work_url: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, executor: ExecutorConfig | None = None,
-          work_dir: str | None = None, keep_work: bool = False) -> tuple[Manifest, Prepared | None]:
-    """Build (or finish building) the shard set in ``out_dir``; returns its manifest and what was prepared.
+def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, overwrite: bool = False,
+          executor: ExecutorConfig | None = None, work_dir: str | None = None,
+          keep_work: bool = False) -> tuple[Manifest, Prepared | None]:
+    """Build the shard set ``out_dir``; returns its manifest and what was prepared.
 
-    ``work_dir`` (any fsspec URL; default ``OUT/.work``) holds the stages' files. A second run of a finished
-    build returns the manifest and ``None`` without doing anything.
+    Every check that needs no ingest comes first (:func:`corpus.prepare.check_inputs`, the --out policy of
+    ``common.outdir``). The work happens in :func:`staging_path` (the stages' files in its ``.work``, or in
+    ``work_dir``, any fsspec URL), which a rerun of the same command resumes; the finished shard set replaces
+    ``out_dir`` in one rename. A rerun of a finished build returns the manifest and ``None`` and does nothing.
     """
     executor = executor or ExecutorConfig()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     args = arguments(config)
-    tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
-    info = tokenizer_info(tok, config.ingest.tokenizer)
-    existing = _check_existing(out_dir, info, args, append)
-    work_url = _work_url(out_dir, work_dir)
-    if existing is not None and {k: v for k, v in existing.arguments.items() if k != "previous"} == args:
-        _finish(out_dir, work_url, keep_work)
+    checked = check_inputs(config, executor)
+    _check_work_dir(work_dir)
+    existing, done = _published(out_dir, checked.info, args, append=append, overwrite=overwrite,
+                                inputs=_input_paths(checked.sources))
+    if done:
         return existing, None
+    with _staged(out_dir, {"arguments": args, "append": append}) as stage:
+        if existing is not None:
+            _link_existing(out_dir, stage)
+        work_url = _work_url(stage, work_dir)
+        if (stage / MANIFEST_NAME).exists():  # finished, then stopped before it was published
+            manifest, prepared = Manifest.load(stage), None
+        else:
+            manifest, prepared = _build_in(stage, config, checked, existing, executor, work_url)
+        (stage / PACK_PROGRESS).unlink(missing_ok=True)
+        if not keep_work:
+            _remove_work(work_url)
+        publish_dir(stage, out_dir, command="corpus build")
+    return manifest, prepared
+
+
+def _build_in(stage: Path, config: BuildConfig, checked: Checked, existing: Manifest | None,
+              executor: ExecutorConfig, work_url: str) -> tuple[Manifest, Prepared]:
+    """Ingest, plan and pack into the staging folder; the manifest is written last."""
+    info, args = checked.info, arguments(config)
     if executor.status_file is None and "://" not in work_url:
         executor = replace(executor, status_file=str(Path(work_url) / "status.json"))
-    _remove_stale_temp_files(out_dir)
+    _remove_stale_temp_files(stage)
     status = BuildStatus()
-    prepared = prepare(config, work_url, executor, status)
+    prepared = prepare(config, work_url, executor, status, checked)
     table = prepared.table
     train_rows = select_training(table, prepared.plan, train_mask(table, prepared.val), config.seed)
     old_shards = existing.shards if existing else []
     jobs = shard_jobs(train_rows, prepared.val, table, config.shard_tokens, old_shards)
     dtype = dtype_for_vocab(info.vocab_size)
-    if existing is not None and existing.dtype != dtype:
-        raise BuildError(f"{out_dir}: existing shards are {existing.dtype}, this tokenizer needs {dtype}")
-    hashes = write_shards(jobs, table, out_dir, work_url, info, dtype, workers=executor.workers,
+    hashes = write_shards(jobs, table, stage, work_url, info, dtype, workers=executor.workers,
                           progress=executor.progress, on_shard=pack_status(status, executor.status_file, jobs))
     languages = [s.language for s in prepared.states]
     new_shards = [_shard_info(j, table, languages, hashes[j.file]) for j in jobs]
@@ -326,13 +445,13 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
         arguments=args | ({"previous": existing.arguments} if existing else {}),
     )
     for s in new_shards:
-        dtype_found, count = read_header(out_dir / s.file)
+        dtype_found, count = read_header(stage / s.file)
         if dtype_found != dtype or count != s.tokens:
-            raise ShardError(f"{out_dir / s.file}: wrote {count} {dtype_found} tokens, expected {s.tokens} {dtype}")
-    # The report first, the manifest last: manifest.json is what marks the build finished (a rerun then does
-    # nothing), so everything it promises, the report and shares.png included, must already be on disk.
+            raise RuntimeError(f"{stage / s.file}: wrote {count} {dtype_found} tokens, expected {s.tokens} {dtype}")
+    # The report first, the manifest last: manifest.json is what marks the build finished (a rerun then only
+    # publishes it), so everything it promises, the report and shares.png included, must already be on disk.
     compare = list(config.ingest.compare_tokenizers)
-    write_report(out_dir, ReportInput(
+    write_report(stage, ReportInput(
         tokenizer=info, tokenizer_name=prepared.tokenizer_name, compare=compare, states=prepared.states,
         corpus_by_source=measure_rows(prepared, np.arange(len(table.tokens)), "source"),
         corpus=measure_rows(prepared, np.arange(len(table.tokens)), "language"),
@@ -340,18 +459,9 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, exe
         validation={lang: measure_rows(prepared, rows, "language").get(lang, Totals())
                     for lang, rows in prepared.val.items()},
         plan=prepared.plan, new_shards=new_shards, shards_in_manifest=len(manifest.shards)))
-    manifest.save(out_dir)
+    manifest.save(stage)
     checkpoint("manifest", 0)
-    _finish(out_dir, work_url, keep_work)
     return manifest, prepared
-
-
-def _finish(out_dir: Path, work_url: str, keep_work: bool) -> None:
-    """The clean-up after the manifest is written; a rerun of a finished build repeats it (a kill may have cut
-    it short)."""
-    (out_dir / PACK_PROGRESS).unlink(missing_ok=True)
-    if not keep_work:
-        _remove_work(work_url)
 
 
 def _remove_stale_temp_files(*directories: Path) -> None:
@@ -368,9 +478,17 @@ def _source_record(source: TextSource, state) -> dict:
 
 def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: ExecutorConfig | None = None,
               work_dir: str | None = None) -> Prepared:
-    """Ingest and plan without writing shards; with ``out_dir`` the ingest is kept for a later build there."""
+    """Ingest and plan without writing shards. With ``out_dir`` the ingest is kept in its staging folder
+    (:func:`staging_path`), which a later build into ``out_dir`` resumes; with ``work_dir`` it is kept there."""
     executor = executor or ExecutorConfig()
-    if out_dir is not None or work_dir is not None:
-        return prepare(config, _work_url(Path(out_dir or "."), work_dir), executor)
+    checked = check_inputs(config, executor)
+    _check_work_dir(work_dir)
+    if out_dir is not None:
+        # The later build's --out: held to the same policy now, so that it is refused before the ingest.
+        check_output_dir(out_dir, overwrite=True, inputs=_input_paths(checked.sources))
+        with _staged(Path(out_dir), None) as stage:
+            return prepare(config, _work_url(stage, work_dir), executor, checked=checked)
+    if work_dir is not None:
+        return prepare(config, str(work_dir).rstrip("/"), executor, checked=checked)
     with tempfile.TemporaryDirectory(prefix="corpus-plan-") as tmp:
-        return prepare(config, tmp, executor)
+        return prepare(config, tmp, executor, checked=checked)

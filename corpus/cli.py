@@ -5,32 +5,44 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 from common import cli as clihelp
+from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
-from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig, StageError
-from corpus.ingest import IngestConfig, IngestError
-from corpus.plan import PlanError, format_plan, parse_mix
+from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig
+from corpus.ingest import IngestConfig
+from corpus.plan import format_plan, parse_mix
 from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
+from corpus.sources import parse_source
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
-from fertility.text import TextError
-from fertility.tokenizers import TokenizerLoadError
+
+PROG = "corpus"
 
 
-def _count(text: str) -> int:
-    """Token and document counts accept ``2e9`` and ``2_000_000``."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value != int(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole non-negative number")
-    return int(value)
+def _checked(parse):
+    """An argparse type from a parser that raises InputError: the message becomes argparse's one line."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except InputError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _source_arg(text: str) -> str:
+    """A ``--source`` as given, once it parses (its label checked) at parse time."""
+    parse_source(text)
+    return text
+
+
+_source = _checked(_source_arg)
+_mix = _checked(parse_mix)
 
 
 # FineWeb-2's published settings for Bengali (configs/ben_Beng.yml of huggingface/fineweb-2), mapped onto our
@@ -43,7 +55,7 @@ PRESETS = {
 
 def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     d_clean, d_dedup = CleanConfig(), DedupConfig()
-    p.add_argument("--source", action="append", default=[], metavar="LANG=SPEC", required=True,
+    p.add_argument("--source", action="append", default=[], metavar="LANG=SPEC", required=True, type=_source,
                    help="a labelled source: LANG=PATH (.txt/.txt.gz one document per line, .jsonl, .parquet, a "
                         "datasets folder), LANG=PATH:FIELD, LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]], or a file set "
                         "read through fsspec: a glob or URL such as "
@@ -51,40 +63,42 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--tokenizer", required=True, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
     p.add_argument("--tokenizer-dir", help="where to look up tokenizer names first")
     mix = p.add_mutually_exclusive_group(required=True)
-    mix.add_argument("--mix", help="language shares in tokens, e.g. bn=0.7,en=0.3 (must sum to 1)")
-    mix.add_argument("--temperature", type=float, help="shares ~ available tokens ** (1/T) instead of --mix")
-    p.add_argument("--tokens", type=_count, required=True, help="training tokens to plan, e.g. 2e9")
-    p.add_argument("--max-epochs", type=float, default=4.0, help="most repetitions of any source (default 4)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--val-tokens", type=_count, default=100_000, help="validation tokens per language (default 1e5)")
-    p.add_argument("--val-max-share", type=float, default=0.1,
+    mix.add_argument("--mix", type=_mix, help="language shares in tokens, e.g. bn=0.7,en=0.3 (must sum to 1)")
+    mix.add_argument("--temperature", type=clihelp.positive_float, help="shares ~ available tokens ** (1/T) instead of --mix")
+    p.add_argument("--tokens", type=clihelp.positive_int, required=True, help="training tokens to plan, e.g. 2e9")
+    p.add_argument("--max-epochs", type=clihelp.positive_float, default=4.0, help="most repetitions of any source (default 4)")
+    p.add_argument("--seed", type=clihelp.non_negative_int, default=0)
+    p.add_argument("--val-tokens", type=clihelp.non_negative_int, default=100_000, help="validation tokens per language (default 1e5)")
+    p.add_argument("--val-max-share", type=clihelp.share, default=0.1,
                    help="never hold out more than this share of a language (default 0.1)")
-    p.add_argument("--shard-tokens", type=_count, default=100_000_000, help="tokens per shard at most (default 1e8)")
+    p.add_argument("--shard-tokens", type=clihelp.positive_int, default=100_000_000, help="tokens per shard at most (default 1e8)")
     p.add_argument("--compare-tokenizer", action="append", default=[], metavar="SPEC",
                    help="also count tokens with this tokenizer in the report (e.g. gpt2); repeat")
     p.add_argument("--bad-utf8", choices=("fail", "skip"), default="fail",
                    help="a line that is not UTF-8: stop with its file and line (default), or skip and count it")
-    p.add_argument("--max-chars", type=_count, help="read only the first N characters of each source (whole documents)")
-    p.add_argument("--unit-docs", type=_count, default=1000,
+    p.add_argument("--max-chars", type=clihelp.positive_int, help="read only the first N characters of each source (whole documents)")
+    p.add_argument("--unit-docs", type=clihelp.positive_int, default=1000,
                    help="documents per block when tasks split one file between them (default 1000)")
-    p.add_argument("--min-chars", type=int, default=d_clean.min_chars)
-    p.add_argument("--min-script-share", type=float, default=d_clean.min_script_share)
-    p.add_argument("--max-dup-line-share", type=float, default=d_clean.max_dup_line_share)
-    p.add_argument("--max-dup-ngram-share", type=float, default=d_clean.max_dup_ngram_share)
-    p.add_argument("--max-bad-char-share", type=float, default=d_clean.max_bad_char_share)
-    p.add_argument("--min-language-score", type=float,
+    p.add_argument("--min-chars", type=clihelp.non_negative_int, default=d_clean.min_chars)
+    p.add_argument("--min-script-share", type=clihelp.share, default=d_clean.min_script_share)
+    p.add_argument("--max-dup-line-share", type=clihelp.share, default=d_clean.max_dup_line_share)
+    p.add_argument("--max-dup-ngram-share", type=clihelp.share, default=d_clean.max_dup_ngram_share)
+    p.add_argument("--max-bad-char-share", type=clihelp.share, default=d_clean.max_bad_char_share)
+    p.add_argument("--min-language-score", type=clihelp.share,
                    help="drop parquet rows whose language_score column (FineWeb-2, FineWeb-Edu) is lower")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="filter settings published with a corpus (fineweb2-ben: FineWeb-2's Bengali thresholds); "
                         "an option set to other than its default wins")
     p.add_argument("--no-exact-dedup", action="store_true")
     p.add_argument("--no-near-dedup", action="store_true")
-    p.add_argument("--near-dup-threshold", type=float, default=d_dedup.threshold)
-    p.add_argument("--out", required=out_required, help="the shard directory" if out_required else
-                   "keep the ingest in OUT/.work so that a later build into OUT reuses it")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--near-dup-threshold", type=clihelp.fraction, default=d_dedup.threshold)
+    p.add_argument("--out", required=out_required, help=(
+        "the shard directory: a new or empty folder (or one this command wrote, with --overwrite or --append); "
+        "the work happens in .OUT.building beside it, which a rerun of the same command resumes"
+        if out_required else "keep the ingest in .OUT.building beside OUT, so that a later build into OUT reuses it"))
+    p.add_argument("--workers", type=clihelp.positive_int, default=os.cpu_count() or 1,
                    help="tasks running at once (default: cores; 1 = in this process)")
-    p.add_argument("--tasks", type=int, help="ingest tasks, the parts the sources are split into (default: --workers)")
+    p.add_argument("--tasks", type=clihelp.positive_int, help="ingest tasks, the parts the sources are split into (default: --workers)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="datatrove executor: local (default, no server), ray or slurm")
     p.add_argument("--ray-address", help="with --executor ray: the cluster to use (default: start a local Ray "
@@ -93,15 +107,16 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     g = p.add_argument_group("slurm (--executor slurm: each stage is a job array; this command waits for it)")
     g.add_argument("--slurm-partition", help="the partition to run on (required with --executor slurm)")
     g.add_argument("--slurm-time", default=d_slurm.time, help="time limit of a task")
-    g.add_argument("--slurm-mem-per-cpu", type=int, default=d_slurm.mem_per_cpu_gb, metavar="GB")
+    g.add_argument("--slurm-mem-per-cpu", type=clihelp.positive_int, default=d_slurm.mem_per_cpu_gb, metavar="GB")
     g.add_argument("--slurm-qos")
     g.add_argument("--slurm-env-command", metavar="CMD",
                    help="run on the node before each task (default: activate this command's virtual environment)")
     g.add_argument("--slurm-sbatch-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="another #SBATCH option, e.g. account=myproject (repeatable)")
-    g.add_argument("--slurm-poll", type=float, default=d_slurm.poll_s, metavar="SECONDS",
+    g.add_argument("--slurm-poll", type=clihelp.positive_float, default=d_slurm.poll_s, metavar="SECONDS",
                    help="how often to look whether a stage has finished")
-    p.add_argument("--work-dir", help="where the stages' files go, any fsspec URL (default: OUT/.work)")
+    p.add_argument("--work-dir", help="where the stages' files go, any fsspec URL (default: .work in the staging "
+                                      "folder)")
     p.add_argument("--status-file", help="JSON progress of every stage, rewritten while it runs "
                                          "(default: WORK_DIR/status.json for a local work folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
@@ -115,8 +130,6 @@ def _apply_preset(a: argparse.Namespace, p_defaults: dict) -> None:
 
 
 def _executor(a: argparse.Namespace) -> ExecutorConfig:
-    if a.workers < 1 or (a.tasks is not None and a.tasks < 1):
-        raise BuildError("--workers and --tasks must be at least 1")
     sbatch = {}
     for item in a.slurm_sbatch_arg:
         key, sep, value = item.partition("=")
@@ -139,15 +152,15 @@ def _config(a: argparse.Namespace) -> BuildConfig:
     ingest = IngestConfig(tokenizer=a.tokenizer, tokenizer_dir=a.tokenizer_dir,
                           compare_tokenizers=a.compare_tokenizer, unit_docs=a.unit_docs, bad_utf8=a.bad_utf8,
                           max_chars=a.max_chars, min_language_score=a.min_language_score, clean=clean, dedup=dedup)
-    return BuildConfig(sources=a.source, tokens=a.tokens, mix=parse_mix(a.mix) if a.mix else None,
+    return BuildConfig(sources=a.source, tokens=a.tokens, mix=a.mix,
                        temperature=a.temperature, max_epochs=a.max_epochs, seed=a.seed, val_tokens=a.val_tokens,
                        val_max_share=a.val_max_share, shard_tokens=a.shard_tokens, ingest=ingest)
 
 
 def _cmd_build(a: argparse.Namespace) -> int:
     config = _config(a)
-    manifest, prepared = build(config, a.out, append=a.append, executor=_executor(a), work_dir=a.work_dir,
-                               keep_work=a.keep_work)
+    manifest, prepared = build(config, a.out, append=a.append, overwrite=a.overwrite, executor=_executor(a),
+                               work_dir=a.work_dir, keep_work=a.keep_work)
     if prepared is None:
         print(f"{a.out}: already built with these arguments; nothing to do")
     else:
@@ -216,8 +229,8 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def parser() -> argparse.ArgumentParser:
-    p = clihelp.parser("corpus", __doc__)
+def build_parser() -> argparse.ArgumentParser:
+    p = clihelp.parser(PROG, __doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     b = sub.add_parser("build", help="clean, dedup, mix in tokens and write token shards + manifest + report",
                        description="Clean, dedup, mix in tokens and write token shards, their manifest and a report.",
@@ -225,6 +238,8 @@ def parser() -> argparse.ArgumentParser:
     _add_build_args(b, out_required=True)
     b.add_argument("--append", action="store_true",
                    help="add shards to an existing shard directory (same tokenizer required)")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace OUT when it holds a result this project wrote (never anything else)")
     b.add_argument("--keep-work", action="store_true", help="keep the work folder (the stages' files) after the build")
     b.set_defaults(func=_cmd_build)
     pl = sub.add_parser("plan", help="measure the sources and print the mixture plan; writes no shards",
@@ -239,7 +254,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("dir")
     i.add_argument("--recount", action="store_true",
                    help="decode every training document and recount tokens per language by script")
-    i.add_argument("--check-text", type=int, default=0, metavar="N",
+    i.add_argument("--check-text", type=clihelp.non_negative_int, default=0, metavar="N",
                    help="decode N random training documents and check each is a cleaned document of the "
                         "manifest's sources (reads and cleans the sources again)")
     i.add_argument("--no-hashes", action="store_true", help="skip the sha256 check of shard contents")
@@ -248,15 +263,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def run(args: argparse.Namespace) -> int:
+    return args.func(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (BuildError, IngestError, PlanError, ShardError, StageError, TextError, TokenizerLoadError,
-            ValueError) as e:
-        print(f"corpus {args.command}: error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return clihelp.run_command(PROG, build_parser, run, argv)

@@ -12,6 +12,7 @@ stage keeps its own datatrove logging folder, whose completion markers let a rer
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,9 +21,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import datatrove.executor.base
+import datatrove.executor.local
 import datatrove.executor.ray
+import multiprocess
 from datatrove.executor import LocalPipelineExecutor, RayPipelineExecutor, SlurmPipelineExecutor
 from datatrove.utils.logging import logger
+from multiprocess.managers import SyncManager
+
+from common.errors import InputError
+from common.signals import die_with_parent
 
 EXECUTORS = ("local", "ray", "slurm")
 
@@ -65,12 +72,21 @@ class ExecutorConfig:
         return self.tasks or self.workers
 
 
+def _not_input_error(record) -> bool:
+    # A task that stops on bad input (a line that is not UTF-8, a tokenizer that will not load) is logged by
+    # datatrove with its traceback and every variable; the command prints the error as its one line, so the
+    # terminal gets none of that (the stage's log file keeps it).
+    exception = record["exception"]
+    return exception is None or not isinstance(exception.value, InputError)
+
+
 def _task_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -1):
     # datatrove prints every task's log at INFO on stderr, which would bury the progress line: keep the full
     # log in the stage's logging folder (as datatrove does) and only warnings on the terminal.
     logger.remove()
     logfile = logging_dir.open(f"logs/task_{rank:05d}.log", "w")
-    logger.add(sys.stderr, level="WARNING", format="{time:HH:mm:ss} {level} task " + str(rank) + ": {message}")
+    logger.add(sys.stderr, level="WARNING", filter=_not_input_error,
+               format="{time:HH:mm:ss} {level} task " + str(rank) + ": {message}")
     logger.add(logfile, level="DEBUG")
     return logfile
 
@@ -78,7 +94,7 @@ def _task_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -
 def quiet_logger() -> None:
     """This process's datatrove log: warnings only (the executors log every task's start and statistics)."""
     logger.remove()
-    logger.add(sys.stderr, level="WARNING")
+    logger.add(sys.stderr, level="WARNING", filter=_not_input_error)
 
 
 def _close_task_logger(logfile) -> None:
@@ -91,21 +107,47 @@ for _module in (datatrove.executor.base, datatrove.executor.ray):
     _module.add_task_logger, _module.close_task_logger = _task_logger, _close_task_logger
 
 
+class _Multiprocess:
+    """``multiprocess`` as datatrove's local executor sees it, except that the manager it starts for its task
+    queue (a forked server process, started even for one worker) dies with the build: without this it outlived
+    a ``kill -9`` of the build, orphaned."""
+
+    def __getattr__(self, name: str):
+        return getattr(multiprocess, name)
+
+    @staticmethod
+    def Manager():  # noqa: N802 (multiprocess's name)
+        manager = SyncManager(ctx=multiprocess.get_context())
+        manager.start(die_with_parent, (os.getpid(),))
+        return manager
+
+
+datatrove.executor.local.multiprocess = _Multiprocess()
+
+
+def check_executor(config: ExecutorConfig) -> None:
+    """Before any work: a known executor, a partition for ``slurm``, Ray installed for ``ray``."""
+    if config.kind not in EXECUTORS:
+        raise InputError(f"--executor {config.kind!r}: expected one of {', '.join(EXECUTORS)}")
+    if config.kind == "slurm" and not config.slurm.partition:
+        raise InputError("--executor slurm needs --slurm-partition (the partition the job arrays run on)")
+    if config.kind == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise InputError("--executor ray needs Ray: pip install 'bangla-tokfair[ray]'") from None
+
+
 @contextmanager
 def executor_session(config: ExecutorConfig) -> Iterator[None]:
-    """Connect to (or start, and then stop) the Ray instance the ``ray`` executor needs; for ``slurm``, check that
-    a partition was given (before any work); nothing for local."""
-    if config.kind not in EXECUTORS:
-        raise ValueError(f"--executor {config.kind!r}: expected one of {', '.join(EXECUTORS)}")
-    if config.kind == "slurm" and not config.slurm.partition:
-        raise ValueError("--executor slurm needs --slurm-partition (the partition the job arrays run on)")
+    """Connect to (or start, and then stop) the Ray instance the ``ray`` executor needs; nothing for the others
+    (:func:`check_executor` first)."""
+    check_executor(config)
     if config.kind != "ray":
         yield
         return
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("--executor ray needs Ray: pip install 'bangla-tokfair[ray]'") from None
+    import ray
+
     if ray.is_initialized():
         yield
         return
@@ -121,9 +163,28 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
         ray.shutdown()
 
 
+def worker_start(parent_pid: int) -> None:
+    """First thing in a worker process of the build: die with the build (even by ``kill -9``), and leave
+    Ctrl-C to it. A terminal sends SIGINT to every process of the group; the build is the one that stops its
+    pools (which ends the workers) and says so in one line."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _Local(LocalPipelineExecutor):
     """datatrove's local executor; defined here so that a spawned task process imports this module (and with it
-    the quieter task logger) when it unpickles its executor."""
+    the quieter task logger) when it unpickles its executor. A task process dies with the build: datatrove's
+    pool has no initializer to hook, so each task asks for it first thing (the kernel then kills the worker
+    when the build dies, even by ``kill -9``, rather than leaving it to finish its task orphaned)."""
+
+    def run(self):
+        self._parent_pid = os.getpid()  # taken before the pool starts, and pickled with the executor
+        return super().run()
+
+    def _launch_run_for_rank(self, rank: int, ranks_q, completed=None, completed_lock=None):
+        if os.getpid() != self._parent_pid:
+            worker_start(self._parent_pid)
+        return super()._launch_run_for_rank(rank, ranks_q, completed, completed_lock)
 
 
 class _Ray(RayPipelineExecutor):

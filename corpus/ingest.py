@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from common.errors import InputError
 from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
 from corpus.executors import ExecutorConfig, run_pipeline
@@ -34,7 +35,7 @@ FINGERPRINT_NAME = "ingest.json"
 IN_PROCESS_BUCKETS_BYTES = 256 * 2**20
 
 
-class IngestError(RuntimeError):
+class IngestError(InputError):
     """A work folder that belongs to another build, or a source that cannot be read."""
 
 
@@ -105,6 +106,7 @@ def _stages(sources: list[TextSource], config: IngestConfig, stage_url: str):
     from corpus.steps import CleanAndFilter, FaultPoint, ReadSources, Signatures, TokenizeAndStore
 
     ingest = [
+        FaultPoint("ingest"),
         ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
                     bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
         CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),

@@ -98,8 +98,6 @@ def _language_supply(supply: list[SourceSupply]) -> dict[str, int]:
 
 
 def _temperature_shares(available: dict[str, int], temperature: float) -> dict[str, float]:
-    if temperature <= 0:
-        raise PlanError(f"--temperature must be > 0, got {temperature}")
     weights = {lang: n ** (1.0 / temperature) for lang, n in available.items()}
     total = sum(weights.values())
     return {lang: w / total for lang, w in weights.items()}
@@ -152,15 +150,23 @@ def _unimax_targets(shares: dict[str, float], available: dict[str, int], budget:
     return targets
 
 
-def plan_mixture(supply: list[SourceSupply], tokens: int, *, mix: dict[str, float] | None = None,
-                 temperature: float | None = None, max_epochs: float = 4.0) -> Plan:
-    """Plan ``tokens`` training tokens over ``supply`` by an explicit ``mix`` or a ``temperature``."""
+def check_budget(tokens: int, *, mix: dict[str, float] | None, temperature: float | None,
+                 max_epochs: float) -> None:
+    """The plan's numbers, which a build checks before any work: one of mix and temperature, all positive."""
     if (mix is None) == (temperature is None):
         raise PlanError("give exactly one of --mix and --temperature")
     if tokens <= 0:
         raise PlanError(f"--tokens must be > 0, got {tokens}")
     if max_epochs <= 0:
         raise PlanError(f"--max-epochs must be > 0, got {max_epochs}")
+    if temperature is not None and temperature <= 0:
+        raise PlanError(f"--temperature must be > 0, got {temperature}")
+
+
+def plan_mixture(supply: list[SourceSupply], tokens: int, *, mix: dict[str, float] | None = None,
+                 temperature: float | None = None, max_epochs: float = 4.0) -> Plan:
+    """Plan ``tokens`` training tokens over ``supply`` by an explicit ``mix`` or a ``temperature``."""
+    check_budget(tokens, mix=mix, temperature=temperature, max_epochs=max_epochs)
     available = _language_supply(supply)
     warnings: list[str] = []
     if mix is not None:

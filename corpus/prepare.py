@@ -11,18 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from corpus.executors import ExecutorConfig, executor_session, quiet_logger
+from common.errors import InputError
+from corpus.executors import ExecutorConfig, check_executor, executor_session, quiet_logger
 from corpus.ingest import IngestConfig, SourceIngest, ingest
 from corpus.measure import Totals, format_table, group_totals
-from corpus.plan import Plan, SourceSupply, check_languages, plan_mixture
+from corpus.plan import Plan, SourceSupply, check_budget, check_languages, plan_mixture
 from corpus.progress import BuildStatus
 from corpus.shards import TokenizerInfo
-from corpus.sources import parse_source
+from corpus.sources import check_sources, parse_source
 from fertility.text import TextSource
 from fertility.tokenizers import Tokenizer, load_tokenizer
 
 
-class BuildError(RuntimeError):
+class BuildError(InputError):
     """A build that cannot go ahead; the message says why and what to do."""
 
 
@@ -69,6 +70,33 @@ class Prepared:
     tokenizer: TokenizerInfo
     tokenizer_name: str
     compare_names: list[str]
+
+
+@dataclass
+class Checked:
+    """What :func:`check_inputs` found, so that the work does not load or parse it again."""
+
+    sources: list[TextSource]
+    tokenizer: Tokenizer
+    info: TokenizerInfo
+
+
+def check_inputs(config: BuildConfig, executor: ExecutorConfig | None = None) -> Checked:
+    """Every check that needs no ingest, before any work: the sources parse (labels included) and can be read,
+    the mixture names exactly their languages, the plan's numbers are sane, every tokenizer loads and the
+    build's has a BOS, and the executor can be used."""
+    sources = parse_sources(config.sources)
+    check_budget(config.tokens, mix=config.mix, temperature=config.temperature, max_epochs=config.max_epochs)
+    if config.mix is not None:
+        check_languages(config.mix, {s.lang for s in sources})
+    tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
+    info = tokenizer_info(tok, config.ingest.tokenizer)
+    for spec in config.ingest.compare_tokenizers:  # loaded again by every ingest task; fail here, not there
+        load_tokenizer(spec, config.ingest.tokenizer_dir)
+    check_sources(sources, config.ingest.min_language_score)
+    if executor is not None:
+        check_executor(executor)
+    return Checked(sources, tok, info)
 
 
 def parse_sources(args: list[str]) -> list[TextSource]:
@@ -125,14 +153,12 @@ def train_mask(table: DocTable, val: dict[str, np.ndarray]) -> np.ndarray:
     return mask
 
 
-def prepare(config: BuildConfig, work_url: str, executor: ExecutorConfig,
-            status: BuildStatus | None = None) -> Prepared:
-    """Ingest the sources (resuming), hold out validation documents and plan the training mixture."""
-    sources = parse_sources(config.sources)
-    if config.mix is not None:
-        check_languages(config.mix, {s.lang for s in sources})
-    tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
-    info = tokenizer_info(tok, config.ingest.tokenizer)
+def prepare(config: BuildConfig, work_url: str, executor: ExecutorConfig, status: BuildStatus | None = None,
+            checked: Checked | None = None) -> Prepared:
+    """Ingest the sources (resuming), hold out validation documents and plan the training mixture.
+    ``checked`` is :func:`check_inputs`'s result where the caller already has it."""
+    checked = checked or check_inputs(config, executor)
+    sources, tok, info = checked.sources, checked.tokenizer, checked.info
     quiet_logger()
     with executor_session(executor):
         got = ingest(sources, config.ingest, work_url, tok.fingerprint, executor, status)

@@ -103,7 +103,10 @@ class StageWatcher:
         self.stage.done = exc[0] is None
         self.poll()
         if self.show:
-            print(file=sys.stderr)
+            # Done: keep the stage's last line. Stopped (bad input, a signal): clear it, so that the command's
+            # one line stands alone.
+            print("" if self.stage.done else "\r\033[K", end="\n" if self.stage.done else "", file=sys.stderr,
+                  flush=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from common.errors import InputError
 from common.fileio import atomic_write_bytes
 
 HEADER_INTS = 256
@@ -32,7 +33,7 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
 
 
-class ShardError(ValueError):
+class ShardError(InputError):
     """A shard or manifest that does not match the format; the message names the file."""
 
 
@@ -167,17 +168,22 @@ class Manifest:
     @classmethod
     def load(cls, directory: str | os.PathLike) -> Manifest:
         path = Path(directory) / MANIFEST_NAME
+        if not Path(directory).is_dir():
+            what = "is not a folder" if Path(directory).exists() else "does not exist"
+            raise ShardError(f"{directory}: {what}; expected a shard directory written by `corpus build`")
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ShardError(f"{path}: no manifest; is {directory} a shard directory written by `corpus build`?") from None
+        except UnicodeDecodeError:
+            raise ShardError(f"{path}: not UTF-8 text; expected the JSON manifest `corpus build` writes") from None
         except json.JSONDecodeError as e:
             raise ShardError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from None
         try:
             tok = TokenizerInfo(**raw.pop("tokenizer"))
             shards = [ShardInfo(**s) for s in raw.pop("shards")]
             return cls(tokenizer=tok, shards=shards, **raw)
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise ShardError(f"{path}: does not match the manifest schema: {e}") from None
 
     def verify(self, directory: str | os.PathLike) -> None:

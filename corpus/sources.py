@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 
+from common.cli import check_label
 from fertility.text import TextError, TextSource, iter_documents, parse_text_arg
 
 _GLOB_CHARS = "*?["
@@ -43,8 +44,11 @@ def is_file_set(spec: str) -> bool:
 
 
 def parse_source(arg: str) -> TextSource:
-    """``LANG=SPEC`` -> source; a file set may end in ``:FIELD`` (the JSONL field or parquet column)."""
+    """``LANG=SPEC`` -> source; a file set may end in ``:FIELD`` (the JSONL field or parquet column). LANG is
+    a label (it names validation shards, so it is never a path): checked here, before any work."""
     lang, sep, rest = arg.partition("=")
+    if sep and lang.strip():
+        check_label(lang.strip(), f"--source {arg!r}: label")
     if sep and lang.strip() and is_file_set(rest):
         path, colon, field = rest.rpartition(":")
         if colon and field and "/" not in field and path and not path.endswith(":"):

@@ -10,7 +10,8 @@ from collections import Counter
 import pytest
 import regex
 
-from corpus.build import BuildConfig, BuildError, build
+from common.errors import InputError
+from corpus.build import BuildConfig, BuildError, build, staging_path
 from corpus.clean import CleanConfig, clean_document
 from corpus.cli import main
 from corpus.executors import ExecutorConfig
@@ -142,8 +143,9 @@ def test_rerun_is_a_no_op_and_other_args_need_append(built, sample_dir, tmp_path
     again, prepared = build(config, out, executor=QUIET)
     assert prepared is None and again == manifest
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    with pytest.raises(BuildError, match="--append"):
+    with pytest.raises(InputError, match="--append"):
         build(_config(sample_dir, seed=8), out, executor=QUIET)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_append_requires_the_same_tokenizer(built, sample_dir, tmp_path):
@@ -161,20 +163,6 @@ def test_append_requires_the_same_tokenizer(built, sample_dir, tmp_path):
     assert len(set(names)) == len(names) > len(manifest.shards)
     assert appended.arguments["previous"] == manifest.arguments
     assert verify_shards(copy, appended, progress=False).ok
-
-
-def test_cli_errors(sample_dir, tmp_path, capsys):
-    src = _sources(sample_dir)
-    base = ["build", "--source", src[0], "--source", src[1], "--tokenizer", "gpt2", "--tokens", "1e4",
-            "--out", str(tmp_path / "o"), "--no-progress", "--workers", "1"]
-    assert main(base + ["--mix", "bn=0.6,hi=0.4"]) == 2
-    assert "hi" in capsys.readouterr().err
-    assert main(base + ["--mix", "bn=0.6,en=0.3"]) == 2
-    assert "sum to 0.9" in capsys.readouterr().err
-    missing = ["build", "--source", f"bn={tmp_path}/nope.txt", "--tokenizer", "gpt2", "--tokens", "1e4",
-               "--mix", "bn=1", "--out", str(tmp_path / "m"), "--no-progress", "--workers", "1"]
-    assert main(missing) == 2
-    assert "nope.txt" in capsys.readouterr().err
 
 
 def test_bad_utf8_fails_or_is_counted(sample_dir, tmp_path, capsys):
@@ -203,8 +191,17 @@ def test_plan_command_writes_no_shards(sample_dir, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "WARNING: en:" in text and "epochs" in text
     assert not list(out.glob("*.bin")) and not (out / "manifest.json").exists()
-    # The ingest stays in OUT/.work for a later build: the task's token and metadata files.
-    assert sorted(p.name for p in (out / ".work" / "t1" / "docs").iterdir()) == ["00000.meta.npz", "00000.tokens"]
+    # The ingest stays in the staging folder beside OUT for a later build: the task's token and metadata files;
+    # OUT itself is not made.
+    work = staging_path(out) / ".work"
+    assert sorted(p.name for p in (work / "t1" / "docs").iterdir()) == ["00000.meta.npz", "00000.tokens"]
+    assert not out.exists()
+    ingested = (work / "t1" / "docs" / "00000.tokens").stat().st_mtime_ns
+    assert main(["build", "--source", src[0], "--source", src[1], "--tokenizer", "gpt2", "--tokens", "1e4",
+                 "--mix", "bn=0.5,en=0.5", "--max-chars", "50000", "--out", str(out), "--no-progress",
+                 "--workers", "1", "--val-tokens", "1000", "--keep-work"]) == 0
+    assert (out / "manifest.json").exists() and not staging_path(out).exists()
+    assert (out / ".work" / "t1" / "docs" / "00000.tokens").stat().st_mtime_ns == ingested  # the plan's ingest
 
 
 def test_inspect_reports_damage(built, tmp_path, capsys):

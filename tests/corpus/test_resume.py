@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus.build import staging_path
 from corpus.cli import main
 from corpus.faults import FAULT_ENV
 
@@ -50,9 +51,10 @@ def test_kill_in_dedup_and_packing_then_resume_is_byte_identical(sample_dir, tmp
     assert main(_argv(sample_dir, reference, 1)) == 0
 
     out = tmp_path / "resumed"
-    stage = out / ".work" / "t2"
+    staged = staging_path(out)
+    stage = staged / ".work" / "t2"
     assert _killed_at(_argv(sample_dir, out, 1), "buckets:2") == -signal.SIGKILL
-    assert not (out / "manifest.json").exists()
+    assert not out.exists()  # the work is in the staging folder until it is complete
     ingest_done = sorted(p.name for p in (stage / "logs" / "ingest" / "completions").iterdir())
     buckets_done = sorted(p.name for p in (stage / "logs" / "buckets" / "completions").iterdir())
     assert ingest_done == ["00000", "00001"] and buckets_done == ["00000", "00001"]
@@ -60,24 +62,26 @@ def test_kill_in_dedup_and_packing_then_resume_is_byte_identical(sample_dir, tmp
 
     assert _killed_at(_argv(sample_dir, out, 1), "pack:3") == -signal.SIGKILL
     assert (stage / "docs" / "00000.tokens").stat().st_mtime_ns == first_tokens  # ingest tasks were not rerun
-    assert len(list(out.glob("*.bin"))) == 3
+    assert len(list(staged.glob("*.bin"))) == 3
     assert main(_argv(sample_dir, out, 2)) == 0
 
     assert sha256_of_outputs(out) == sha256_of_outputs(reference)
     assert any(name.endswith(".bin") for name in sha256_of_outputs(out))
-    assert not (out / ".work").exists()
+    assert not (out / ".work").exists() and not staged.exists()
 
 
 @pytest.mark.slow
 def test_kill_just_after_the_manifest_then_rerun_finishes_the_clean_up(sample_dir, tmp_path):
     """Finding: a build killed just after manifest.json was written reported "already built" on rerun with
     shares.png missing (the report links it) and the work folder left behind. The manifest is now written
-    last, after the report, and a rerun of a finished build finishes its clean-up."""
+    last, after the report, in the staging folder; a rerun of a build finished there publishes it."""
     out = tmp_path / "out"
+    staged = staging_path(out)
     assert _killed_at(_argv(sample_dir, out, 1), "manifest:0") == -signal.SIGKILL
-    assert (out / "manifest.json").exists() and (out / ".work").exists()
+    assert not out.exists()
+    assert (staged / "manifest.json").exists() and (staged / ".work").exists()
     for name in ("report.json", "report.md", "shares.png"):
-        assert (out / name).stat().st_size > 0, name
+        assert (staged / name).stat().st_size > 0, name
     assert main(_argv(sample_dir, out, 1)) == 0
-    assert not (out / ".work").exists()
+    assert not (out / ".work").exists() and not staged.exists()
     assert "shares.png" in (out / "report.md").read_text(encoding="utf-8")
