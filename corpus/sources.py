@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from common.cli import check_label
-from fertility.text import TextError, TextSource, iter_documents, parse_text_arg
+from fertility.text import BadUTF8Error, TextError, TextSource, iter_documents, parse_text_arg
 
 _GLOB_CHARS = "*?["
 _FILE_BITS = 32  # canonical id = source << 48 | file << 32 | row
@@ -166,8 +166,11 @@ def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: s
         yield from _parquet_rows(url, source.field, min_language_score)
         return
     if not is_file_set(source.spec):
-        for row, doc in enumerate(iter_documents(source, max_chars=max_chars, errors=errors, counters=counters)):
-            yield row, doc.text, None
+        try:
+            for row, doc in enumerate(iter_documents(source, max_chars=max_chars, errors=errors, counters=counters)):
+                yield row, doc.text, None
+        except BadUTF8Error as e:  # fertility's message names no flag; this command's is --bad-utf8 skip
+            raise e.with_hint("or --bad-utf8 skip") from None
         return
     if name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
         yield from _line_rows(url, source.field, errors, counters)
