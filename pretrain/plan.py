@@ -133,6 +133,6 @@ def format_plan(plan: RunPlan) -> str:
         f"{plan.disk_bytes / GB:.1f} GB of disk",
         f"  memory      {mem['total_bytes'] / GB:.1f} GB per device for a micro-batch of {plan.micro_batch} "
         f"(weights, grads, AdamW {mem['weights_grads_adam_bytes'] / GB:.1f} GB + activations "
-        f"{mem['activations_bytes'] / GB:.1f} GB; an estimate)",
+        f"{mem['activations_bytes'] / GB:.1f} GB; an estimate for a GPU in bf16)",
     ]
     return "\n".join(lines)
