@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -150,17 +151,20 @@ def _nvidia_smi() -> dict[str, Any]:
 
 
 def stage_env() -> None:
-    """Written three times, growing: what torch says at once, then nvidia-smi, then the matmul rate; a
-    limit reached at any point leaves what came before it on disk."""
+    """Written four times, growing: what needs no device at once, then the device (CUDA initialised,
+    transformers imported for its version), then nvidia-smi, then the matmul rate; a limit reached at any
+    point leaves what came before it on disk."""
     from pretrain.bench import device_info
     from pretrain.hardware import peak_flops
 
     s = settings(measuring=False)
+    info: dict[str, Any] = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown",
+                            "python": sys.version, "executable": sys.executable, "platform": platform.platform(),
+                            "torch": torch.__version__, "settings": asdict(s)}
+    _write("env", info)
     device = torch.device(s.device)
-    info = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown", "python": sys.version,
-            "executable": sys.executable, "platform": platform.platform(), "device": device_info(device),
-            "cudnn_enabled": torch.backends.cudnn.enabled, "settings": asdict(s),
-            "peak_flops_datasheet": peak_flops(device)}
+    info.update(device=device_info(device), cudnn_enabled=torch.backends.cudnn.enabled,
+                peak_flops_datasheet=peak_flops(device))
     _write("env", info)
     info["nvidia_smi"] = _nvidia_smi()
     _write("env", info)
@@ -293,6 +297,13 @@ def stage_smoke() -> None:
         common += ["--set", item]
     codes = [_run("launch", ["launch", *common, "--max-steps", str(plan["first_steps"])], record)]
     record["checkpoints_after_launch"] = [p.name for p in step_checkpoints(run)]
+    # The launch's memory: the preflight's estimate beside what was measured (the launch is this stage's
+    # first child, so the children's peak RSS is its own, or its smaller supervisor's; on a GPU the estimate
+    # is the device's and the burst's peak_memory_bytes is the figure to compare).
+    preflight = json.loads((run / "preflight.json").read_text()) if (run / "preflight.json").exists() else {}
+    record["launch_memory"] = {"estimate": preflight.get("memory"),
+                               "burst_peak_memory_bytes": preflight.get("burst", {}).get("peak_memory_bytes"),
+                               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
     codes.append(_run("resume", ["launch", *common, "--resume", "--max-steps", str(plan["resumed_steps"])], record))
     record["checkpoints_after_resume"] = [p.name for p in step_checkpoints(run)]
     codes.append(_run("eval", ["eval", "--run", str(run), "--max-tokens", str(plan["eval_tokens"]),

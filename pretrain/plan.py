@@ -31,8 +31,8 @@ def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_opt
 
     * the activations of one micro-batch: per layer about 12 d + 4 h saved values per token in the
       activation dtype, plus the loss's one chunk of fp32 logits with one more chunk beside it (logsumexp's
-      temporary, then the gradient's copy), its bf16 copy of the head and the gradient of the final hidden
-      states; and
+      temporary, then the gradient's copy), its bf16 copy of the head, and the gradients it builds in the
+      same pass: the head's in fp32 and the final hidden states' in the activation dtype; and
     * the optimizer step's temporaries: the unfused (CPU) AdamW builds sqrt(v) for every parameter, 4 bytes
       each; the fused one (CUDA) none;
 
@@ -46,7 +46,8 @@ def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_opt
     per_token = m.n_layer * (12 * m.n_embd + 4 * m.ffn_hidden) * act_bytes + m.n_embd * act_bytes
     # One chunk of fp32 logits and its gradient: a full chunk, or every row when the micro-batch is smaller.
     chunk = min(tokens * m.vocab_size, max(1, LOSS_CHUNK_ELEMENTS // m.vocab_size) * m.vocab_size)
-    loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0)
+    loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0) + m.vocab_size * m.n_embd * 4 \
+        + tokens * m.n_embd * act_bytes
     n = count_parameters(m)
     states = n * 16 // shard
     activations = tokens * per_token + loss

@@ -72,7 +72,8 @@ def _tensor_bytes(trainer: Trainer) -> int:
 def memory_estimate(trainer: Trainer) -> dict[str, Any]:
     """`pretrain.plan.memory_estimate` for this trainer's config, precision, optimizer and sharding. On a CPU
     the device's memory is the process's, so what the process holds beyond the training tensors (interpreter,
-    libraries, the mapped shards) is measured and counted too: its resident memory now, less those tensors."""
+    libraries, the mapped shards, the heap the allocator keeps) is measured and counted too: its resident
+    memory now, less those tensors."""
     rt = trainer.runtime
     runtime = max(_resident_bytes() - _tensor_bytes(trainer), 0) if rt.device.type == "cpu" else 0
     return plan.memory_estimate(trainer.cfg, autocast=rt.autocast_dtype is not None,
@@ -197,6 +198,12 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    if cfg.train.tensorboard and rt.is_main:
+        try:  # imported now, not at the first log: a missing package stops the launch before step 1
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError as e:
+            problems.append(f"train.tensorboard is on but cannot be used ({e}); install tensorboard or set "
+                            "train.tensorboard=no")
     model = {"preset": cfg.model_preset, "parameters": trainer.model.num_params(),
              "non_embedding_parameters": trainer.model.num_params(non_embedding=True),
              "flops_per_token": trainer.flops_per_token}
@@ -226,6 +233,9 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         problems.extend(f"gradient flow: {p}" for p in verdict.problems)
     if cfg.train.preflight_steps:
         report.burst = _burst(trainer, cfg.train.preflight_steps)
+        if rt.device.type == "cpu":
+            # Measured again after real steps: the heap the allocator keeps from them is the run's too.
+            report.memory = memory_estimate(trainer)
         step_s = report.burst["seconds_per_step"]
         if not cfg.train.max_steps and cfg.train.time_budget_s:
             # Leave a tenth of the budget for validation, checkpoints and the final evaluation.

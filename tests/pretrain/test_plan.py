@@ -107,7 +107,7 @@ def _peak_rss(args: list[str], record: Path) -> int:
 def test_the_memory_estimate_is_within_a_fifth_of_a_cpu_launchs_peak_rss(shape, shards, tmp_path):
     """The preflight's estimate against the measured peak of the whole launch (preflight burst, arbiter,
     steps, validation, checkpoint), fresh and resumed. Before the burst ran on the run's own model, a resume
-    of `untied-256` peaked at 1.39x the fresh run's steady state and the estimate was 46% under."""
+    of `untied-256` peaked at 1195 MiB (885 MiB now) and the estimate was 46% under."""
     run = tmp_path / "run"
     common = ["launch", "--config", "tiny", "--data", str(shards), "--out", str(run), "--no-supervisor", "--no-eval",
               "--set", "train.preflight_steps=1", "--set", "train.threads=1", "--set", "data.eval_tokens=256",
@@ -133,3 +133,18 @@ def test_the_preflight_burst_leaves_the_run_untouched(micro, synthetic_shards, t
     with_burst, without = run(tmp_path / "a", 2, 2), run(tmp_path / "b", 2, 0)
     assert with_burst == without
     assert run(tmp_path / "a", 4, 2, "--resume") == run(tmp_path / "b", 4, 0, "--resume")
+
+
+def test_tensorboard_on_without_the_package_stops_the_launch_before_step_1(micro, synthetic_shards, tmp_path):
+    """The trainer imports TensorBoard at its first log; the preflight imports it first, so a machine
+    without the package (the GPU machine may lack it) fails the preflight, not the run mid-way."""
+    blocker = tmp_path / "blocker" / "tensorboard"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no tensorboard here')\n")
+    run = tmp_path / "run"
+    args = micro.args(synthetic_shards, run, 3, "--set", "train.tensorboard=yes")
+    proc = subprocess.run([sys.executable, "-m", "pretrain", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{blocker.parent}"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "train.tensorboard is on but cannot be used" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (run / "metrics.jsonl").exists()
