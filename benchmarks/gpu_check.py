@@ -5,11 +5,18 @@ Stages, in order of priority, each writing its file in ``RESULTS_DIR`` atomicall
 (a later failure, kill or timeout loses nothing earlier):
 
     env              environment.json  GPU, driver, torch/CUDA/cuDNN/transformers, the measured matmul rate
-    ours             ours.json         our step: tokens/s, MFU, peak memory, first (compiling) step, attention
+    ours [eager]     ours.json         our step: tokens/s, MFU, peak memory, first (compiling) step, attention;
+                                       compiled, falling back to eager (and saying so) if compilation fails;
+                                       `eager` measures it uncompiled at once (the script's fallback when the
+                                       compiled stage wrote nothing)
     hf MODE          hf.json           HF LlamaForCausalLM's step in MODE (eager, regional), one entry per mode
+    ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each;
+                                       mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure
     smoke            smoke.json        pretrain launch (supervisor, checkpoint), --resume, pretrain eval
-    ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each
-    summary          summary.json      ours / fastest HF mode, and the table printed last
+    summary          summary.json      ours / fastest HF mode, micro-batch 32's peak memory, the table printed last
+
+Every measuring stage records the inductor cache folder it compiled in (``TORCHINDUCTOR_CACHE_DIR``, one per
+stage: the script sets it).
 
 Settings come from the environment (the shell script sets them): GPU_CHECK_CONFIG (bangla-0.4b; tiny for the
 CPU dress rehearsal), GPU_CHECK_DEVICE (auto), GPU_CHECK_MICRO_BATCH, GPU_CHECK_SEQ_LEN (0: the preset's
@@ -23,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,8 +47,11 @@ from common.fileio import write_json
 ROOT = Path(__file__).resolve().parents[1]
 FILES = {"env": "environment.json", "ours": "ours.json", "hf": "hf.json", "smoke": "smoke.json", "ab": "ab.json",
          "summary": "summary.json"}
-# The A/B variants: what each changes in our step's settings (or HF compiled whole).
+# The A/B variants: what each changes in our step's settings (or HF compiled whole; not in the script's
+# default list: it is the slowest to compile and loses the flash kernel to an explicit mask).
 AB_VARIANTS = ("mb2x", "cudnn", "flash", "head128", "hf_whole")
+FITS_BYTES = 80 * 10**9  # an 80 GB GPU (H100): micro-batch 32's peak must stay below it
+NVIDIA_SMI_S = 5  # each nvidia-smi call's limit, well inside the env stage's
 
 
 def _now() -> str:
@@ -120,25 +131,43 @@ def _matmul_rate(device: torch.device) -> dict[str, Any]:
     return {"n": n, "dtype": str(dtype).removeprefix("torch."), "median_s": median, "tflops": 2 * n**3 / median / 1e12}
 
 
+def _run_tool(argv: list[str]) -> str:
+    """A tool's stdout, or why there is none; never longer than NVIDIA_SMI_S (a wedged driver hangs it)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=NVIDIA_SMI_S).stdout.strip()
+    except subprocess.TimeoutExpired:
+        return f"timed out after {NVIDIA_SMI_S} s"
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+
+
 def _nvidia_smi() -> dict[str, Any]:
     if not shutil.which("nvidia-smi"):
         return {"available": False}
-    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit",
-                            "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
-    full = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=60)
-    return {"available": True, "query": query.stdout.strip(), "text": full.stdout}
+    return {"available": True,
+            "query": _run_tool(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
+                                "power.limit", "--format=csv,noheader"]),
+            "text": _run_tool(["nvidia-smi"])}
 
 
 def stage_env() -> None:
+    """Written four times, growing: what needs no device at once, then the device (CUDA initialised,
+    transformers imported for its version), then nvidia-smi, then the matmul rate; a limit reached at any
+    point leaves what came before it on disk."""
     from pretrain.bench import device_info
     from pretrain.hardware import peak_flops
 
     s = settings(measuring=False)
+    info: dict[str, Any] = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown",
+                            "python": sys.version, "executable": sys.executable, "platform": platform.platform(),
+                            "torch": torch.__version__, "settings": asdict(s)}
+    _write("env", info)
     device = torch.device(s.device)
-    info = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown", "python": sys.version,
-            "executable": sys.executable, "platform": platform.platform(), "device": device_info(device),
-            "cudnn_enabled": torch.backends.cudnn.enabled, "settings": asdict(s),
-            "peak_flops_datasheet": peak_flops(device), "nvidia_smi": _nvidia_smi()}
+    info.update(device=device_info(device), cudnn_enabled=torch.backends.cudnn.enabled,
+                peak_flops_datasheet=peak_flops(device))
+    _write("env", info)
+    info["nvidia_smi"] = _nvidia_smi()
+    _write("env", info)
     info["matmul"] = _matmul_rate(device)
     _write("env", info)
 
@@ -146,12 +175,37 @@ def stage_env() -> None:
 # ------------------------------------------------------------------------------------------------ steps
 
 
-def stage_ours() -> None:
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+
+
+def _cache() -> str | None:
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
+def stage_ours(mode: str = "") -> None:
+    """Our step compiled; if compilation fails (inductor, Triton, a backend), the same step eager, with the
+    error recorded, so the ratio still comes back. ``eager``: uncompiled at once (the script's fallback
+    after a compiled stage that wrote nothing: hung or crashed)."""
     from pretrain.bench import measure_ours
 
+    if mode not in ("", "eager"):
+        raise SystemExit(f"gpu_check: ours {mode!r}: expected no argument or 'eager'")
     s = settings()
-    ours, arbiter, flops = measure_ours(s)
-    _write("ours", {"date": _now(), "settings": asdict(s), "flops_per_token": flops, "result": asdict(ours),
+    record: dict[str, Any] = {"date": _now(), "inductor_cache": _cache(), "fell_back": False}
+    if mode == "eager":
+        record.update(fell_back=True, compile_error="the compiled stage wrote nothing (see stages.tsv, log.txt)")
+        s = replace(s, compile=False)
+    try:
+        ours, arbiter, flops = measure_ours(s)
+    except Exception as e:  # any compiler failure; the eager step below is the answer then
+        if not s.compile:
+            raise
+        print(f"gpu_check: compiling our step failed ({_error(e)}); measuring it eager", flush=True)
+        record.update(fell_back=True, compile_error=_error(e))
+        s = replace(s, compile=False)
+        ours, arbiter, flops = measure_ours(s)
+    _write("ours", {**record, "settings": asdict(s), "flops_per_token": flops, "result": asdict(ours),
                     "arbiter": arbiter})
 
 
@@ -161,7 +215,7 @@ def stage_hf(mode: str) -> None:
     s = settings()
     result = measure_hf(s, mode)
     data = _read("hf") or {"settings": asdict(s), "modes": {}}
-    data["modes"][mode] = {"date": _now(), **asdict(result)}
+    data["modes"][mode] = {"date": _now(), "inductor_cache": _cache(), **asdict(result)}
     _write("hf", data)
 
 
@@ -185,12 +239,12 @@ def stage_ab(name: str) -> None:
     from pretrain.bench import measure_hf, measure_ours
 
     s = _variant(name)
-    entry: dict[str, Any] = {"date": _now(), "settings": asdict(s)}
+    entry: dict[str, Any] = {"date": _now(), "settings": asdict(s), "inductor_cache": _cache()}
     try:
         result = measure_hf(s, "whole") if name == "hf_whole" else measure_ours(s)[0]
         entry["result"] = asdict(result)
-    except Exception as e:  # an answer too: out of memory, or a backend that cannot run these shapes
-        entry["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+    except Exception as e:  # an answer too: out of memory, a backend that cannot run these shapes
+        entry["error"] = _error(e)
     data = _read("ab") or {"variants": {}}
     data["variants"][name] = entry
     _write("ab", data)
@@ -207,7 +261,7 @@ SMOKE = {
     "tiny": dict(first_steps=4, resumed_steps=6, eval_tokens=1024, train_chars=30_000, val_chars=8_000,
                  sets=["model.n_layer=2", "train.global_batch_tokens=1024", "data.micro_batch=4",
                        "train.checkpoint_interval=2", "train.eval_interval=2", "data.eval_tokens=512",
-                       "train.preflight_steps=1", "train.tensorboard=no", "train.threads=1"]),
+                       "train.preflight_steps=1", "train.threads=1"]),  # TensorBoard on, as a real launch
 }
 
 
@@ -243,6 +297,13 @@ def stage_smoke() -> None:
         common += ["--set", item]
     codes = [_run("launch", ["launch", *common, "--max-steps", str(plan["first_steps"])], record)]
     record["checkpoints_after_launch"] = [p.name for p in step_checkpoints(run)]
+    # The launch's memory: the preflight's estimate beside what was measured (the launch is this stage's
+    # first child, so the children's peak RSS is its own, or its smaller supervisor's; on a GPU the estimate
+    # is the device's and the burst's peak_memory_bytes is the figure to compare).
+    preflight = json.loads((run / "preflight.json").read_text()) if (run / "preflight.json").exists() else {}
+    record["launch_memory"] = {"estimate": preflight.get("memory"),
+                               "burst_peak_memory_bytes": preflight.get("burst", {}).get("peak_memory_bytes"),
+                               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
     codes.append(_run("resume", ["launch", *common, "--resume", "--max-steps", str(plan["resumed_steps"])], record))
     record["checkpoints_after_resume"] = [p.name for p in step_checkpoints(run)]
     codes.append(_run("eval", ["eval", "--run", str(run), "--max-tokens", str(plan["eval_tokens"]),
@@ -252,6 +313,7 @@ def stage_smoke() -> None:
     record.update(
         metrics_steps=sorted({m["step"] for m in metrics}), last_metrics=metrics[-1] if metrics else None,
         supervisor_decisions=sum(1 for _ in (run / "supervisor.jsonl").open()) if (run / "supervisor.jsonl").exists() else 0,
+        tensorboard_files=sum(1 for p in (run / "tb").rglob("*") if p.is_file()) if (run / "tb").is_dir() else 0,
         eval_mean=evaluation.get("mean"), eval_step=evaluation.get("step"),
         ok=codes == [0, 0, 0] and bool(metrics) and metrics[-1]["step"] == plan["resumed_steps"]
         and evaluation.get("step") == plan["resumed_steps"])
@@ -270,6 +332,8 @@ def stage_summary() -> None:
 
     env, ours, hf, smoke, ab = (_read(n) for n in ("env", "ours", "hf", "smoke", "ab"))
     modes = (hf or {}).get("modes", {})
+    mb32 = ((ab or {}).get("variants") or {}).get("mb2x", {})
+    mb32_peak = (mb32.get("result") or {}).get("peak_memory_bytes")
     fastest = max(modes, key=lambda m: modes[m]["tokens_per_s"]) if modes else None
     ratio = (ours["result"]["tokens_per_s"] / modes[fastest]["tokens_per_s"]) if ours and fastest else None
     summary = {"date": _now(), "commit": (env or {}).get("commit", os.environ.get("GIT_COMMIT") or "unknown"),
@@ -277,6 +341,10 @@ def stage_summary() -> None:
                "hf_fastest_mode": fastest, "ratio_ours_over_fastest_hf": ratio,
                "ratios_ours_over_hf": {m: ours["result"]["tokens_per_s"] / r["tokens_per_s"] for m, r in modes.items()}
                if ours else {},
+               "ours_fell_back_to_eager": (ours or {}).get("fell_back"),
+               "mb2x_micro_batch": (mb32.get("settings") or {}).get("micro_batch"),
+               "mb2x_peak_memory_bytes": mb32_peak,
+               "mb2x_fits_80GB": None if mb32_peak is None else mb32_peak < FITS_BYTES,
                "smoke_ok": (smoke or {}).get("ok")}
     _write("summary", summary)
 
@@ -286,7 +354,7 @@ def stage_summary() -> None:
         lines.append(f"  {d.get('name')}; torch {d['torch']}, CUDA {d.get('cuda')}, cuDNN {d.get('cudnn')}, "
                      f"transformers {d.get('transformers')}; matmul {env['matmul']['dtype']} "
                      f"{env['matmul']['tflops']:.0f} TFLOP/s measured")
-    rows = ([("ours", ours["result"])] if ours else []) + [(f"HF {m}", r) for m, r in modes.items()]
+    rows = ([("ours eager!" if ours["fell_back"] else "ours", ours["result"])] if ours else []) + [(f"HF {m}", r) for m, r in modes.items()]
     rows += [(f"A/B {n}", v["result"]) for n, v in ((ab or {}).get("variants") or {}).items() if "result" in v]
     lines.append(f"  {'what':<14}{'tokens/s':>12}{'MFU':>8}{'peak mem':>11}{'1st step':>10}  attention")
     for name, r in rows:
@@ -299,6 +367,13 @@ def stage_summary() -> None:
     lines.append(f"  ours / fastest HF ({fastest}): {_fmt(ratio, '.2f', unit='x')}")
     if ours:
         lines.append(f"  arbiter: {'ok' if ours['arbiter']['ok'] else 'FAILED'}")
+        if ours["fell_back"]:
+            lines.append(f"  ours fell back to eager: {ours['compile_error']}")
+    if mb32:
+        fits = summary["mb2x_fits_80GB"]
+        lines.append(f"  micro-batch {summary['mb2x_micro_batch']}: peak {_fmt(mb32_peak, '.1f', 1e-9, ' GB')}, "
+                     f"{'n/a' if fits is None else 'fits' if fits else 'does NOT fit'} in 80 GB"
+                     + (f" ({mb32['error']})" if "error" in mb32 else ""))
     lines.append(f"  smoke (launch + supervisor, checkpoint, --resume, eval): "
                  f"{'ok' if summary['smoke_ok'] else 'FAILED or not run'}")
     missing = [f for n, f in FILES.items() if n != "summary" and not summary["files"][n]]

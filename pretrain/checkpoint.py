@@ -18,6 +18,7 @@ loss since the previous checkpoint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 
 from common.errors import InputError
-from common.fileio import file_sha256, write_json
+from common.fileio import file_sha256, umask, write_json
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_NAME = "latest.json"
@@ -53,20 +54,37 @@ def sidecar(path: Path) -> Path:
     return path.with_suffix(".json")
 
 
+class _HashingWriter:
+    """A binary file that hashes what is written through it, so a checkpoint is hashed as it is written
+    instead of by reading the file back (4.9 GB for bangla-0.4b). ``torch.save`` writes sequentially."""
+
+    def __init__(self, f):
+        self.f, self.sha = f, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def _save_file(state: dict[str, Any], path: Path, before_publish: Callable[[Path], None] | None) -> str:
-    """``torch.save`` to a temp file, fsync, checksum, rename; return the sha256. ``before_publish`` sees the
-    complete temp file before the rename (`pretrain.faults` kills the process there)."""
+    """``torch.save`` to a temp file (hashed while written), fsync, rename; return the sha256. The file gets
+    ordinary permissions (0666 & ~umask: mkstemp makes it 0600). ``before_publish`` sees the complete temp
+    file before the rename (`pretrain.faults` kills the process there)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~umask())
         with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+            writer = _HashingWriter(f)
+            torch.save(state, writer)
             f.flush()
             os.fsync(f.fileno())
         if before_publish is not None:
             before_publish(Path(tmp))
-        sha = file_sha256(tmp)
         os.replace(tmp, path)
-        return sha
+        return writer.sha.hexdigest()
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

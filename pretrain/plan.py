@@ -24,22 +24,37 @@ ASSUMED_PEAK = dict(PEAK_FLOPS)["H100"]
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights + AdamW's two fp32 moments
 
 
-def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1) -> dict[str, Any]:
-    """Bytes per device: fp32 weights, gradients and AdamW state (16 per parameter, divided by ``shard``
-    under FSDP), and the activations of one micro-batch: per layer about 12 d + 4 h saved values per token
-    in the activation dtype, plus the loss's one chunk of fp32 logits, its bf16 copy of the head and the
-    gradient of the final hidden states."""
+def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_optimizer: bool = True,
+                    runtime_bytes: int = 0) -> dict[str, Any]:
+    """Bytes per device at the launch's peak: fp32 weights, gradients and AdamW state (16 per parameter,
+    divided by ``shard`` under FSDP), plus the larger of
+
+    * the activations of one micro-batch: per layer about 12 d + 4 h saved values per token in the
+      activation dtype, plus the loss's one chunk of fp32 logits with one more chunk beside it (logsumexp's
+      temporary, then the gradient's copy), its bf16 copy of the head, and the gradients it builds in the
+      same pass: the head's in fp32 and the final hidden states' in the activation dtype; and
+    * the optimizer step's temporaries: the unfused (CPU) AdamW builds sqrt(v) for every parameter, 4 bytes
+      each; the fused one (CUDA) none;
+
+    plus ``runtime_bytes``, what the process holds besides (the caller measures it on a CPU, where the
+    device's memory is the process's). Every other phase of a launch holds less: the preflight's arbiter
+    copies the model alone (12 bytes per parameter with its gradients), its burst runs on the run's own
+    model and optimizer, a resume holds the loaded checkpoint (12) beside the model (4)."""
     m = cfg.model
     act_bytes = 2 if autocast else 4
     tokens = cfg.data.micro_batch * cfg.seq_len
     per_token = m.n_layer * (12 * m.n_embd + 4 * m.ffn_hidden) * act_bytes + m.n_embd * act_bytes
     # One chunk of fp32 logits and its gradient: a full chunk, or every row when the micro-batch is smaller.
     chunk = min(tokens * m.vocab_size, max(1, LOSS_CHUNK_ELEMENTS // m.vocab_size) * m.vocab_size)
-    loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0)
-    states = count_parameters(m) * 16 // shard
+    loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0) + m.vocab_size * m.n_embd * 4 \
+        + tokens * m.n_embd * act_bytes
+    n = count_parameters(m)
+    states = n * 16 // shard
     activations = tokens * per_token + loss
+    optimizer_step = 0 if fused_optimizer else n * 4 // shard
     return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": activations,
-            "total_bytes": states + activations}
+            "optimizer_step_bytes": optimizer_step, "runtime_bytes": runtime_bytes,
+            "total_bytes": states + max(activations, optimizer_step) + runtime_bytes}
 
 
 @dataclass
@@ -119,6 +134,6 @@ def format_plan(plan: RunPlan) -> str:
         f"{plan.disk_bytes / GB:.1f} GB of disk",
         f"  memory      {mem['total_bytes'] / GB:.1f} GB per device for a micro-batch of {plan.micro_batch} "
         f"(weights, grads, AdamW {mem['weights_grads_adam_bytes'] / GB:.1f} GB + activations "
-        f"{mem['activations_bytes'] / GB:.1f} GB; an estimate)",
+        f"{mem['activations_bytes'] / GB:.1f} GB; an estimate for a GPU in bf16)",
     ]
     return "\n".join(lines)

@@ -4,14 +4,18 @@ micro-batch, gradient flow (the arbiter), and the time to finish from a short me
 The manifest, vocabulary and token-id checks already ran when the :class:`~pretrain.train.Trainer` was built;
 a mismatch there stops the launch before this point. Here every shard is hashed against the manifest, and
 the tokenizer file is loaded and hashed against the manifest's record. The burst
-runs real optimizer steps on a copy of the model, so the run itself starts from the untouched state.
+runs real optimizer steps on the run's own model and optimizer and then restores them (a fresh run's weights
+rebuilt from the seed, a resumed run's reloaded from its checkpoint), so the run starts from the untouched
+state and the preflight never holds a second copy of the weights or optimizer state: the launch's peak memory
+is the run's, which the memory estimate computes.
 
 ``RUN/preflight.json`` holds the report; every figure says whether it was measured or estimated.
 """
 
 from __future__ import annotations
 
-import copy
+import gc
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,7 +27,7 @@ from common.fileio import write_json
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
 from pretrain import distributed, plan
-from pretrain.checkpoint import rng_state, set_rng_state
+from pretrain.checkpoint import load_checkpoint, rng_state, set_rng_state
 from pretrain.hardware import mfu
 from pretrain.model import build_model
 from pretrain.step import make_optimizer, train_step
@@ -49,11 +53,32 @@ class PreflightReport:
         return asdict(self)
 
 
+def _resident_bytes() -> int:
+    """The process's resident memory now (Linux ``/proc/self/statm``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _tensor_bytes(trainer: Trainer) -> int:
+    """Bytes of the trainer's parameters, gradients and optimizer state (what the estimate computes)."""
+    tensors = [p for p in trainer.model.parameters()] + [p.grad for p in trainer.model.parameters() if p.grad is not None]
+    tensors += [v for state in trainer.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def memory_estimate(trainer: Trainer) -> dict[str, Any]:
-    """`pretrain.plan.memory_estimate` for this trainer's config, precision and sharding."""
+    """`pretrain.plan.memory_estimate` for this trainer's config, precision, optimizer and sharding. On a CPU
+    the device's memory is the process's, so what the process holds beyond the training tensors (interpreter,
+    libraries, the mapped shards, the heap the allocator keeps) is measured and counted too: its resident
+    memory now, less those tensors."""
     rt = trainer.runtime
+    runtime = max(_resident_bytes() - _tensor_bytes(trainer), 0) if rt.device.type == "cpu" else 0
     return plan.memory_estimate(trainer.cfg, autocast=rt.autocast_dtype is not None,
-                                shard=rt.world_size if rt.fsdp else 1)
+                                shard=rt.world_size if rt.fsdp else 1, fused_optimizer=rt.device.type == "cuda",
+                                runtime_bytes=runtime)
 
 
 def _device_info(trainer: Trainer) -> dict[str, Any]:
@@ -70,18 +95,9 @@ def _device_info(trainer: Trainer) -> dict[str, Any]:
     return info
 
 
-def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
-    """Time ``steps`` optimizer steps (after a warm-up step on GPU) on a copy of the model, wrapped (compile,
-    DDP or FSDP2) like the real one. FSDP modules cannot be deep-copied, so there the copy is a fresh build."""
+def _timed_steps(trainer: Trainer, model, optimizer, steps: int) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps of ``model`` after a warm-up step."""
     rt = trainer.runtime
-    if rt.fsdp:
-        rng = rng_state()
-        model = build_model(trainer.cfg.model, trainer.cfg.train.seed).to(rt.device)
-        set_rng_state(rng)
-    else:
-        model = copy.deepcopy(trainer.model)
-    wrapped = distributed.wrap(model, rt, trainer.compile)
-    optimizer = make_optimizer(model, trainer.cfg.optim, rt.device)
     batches = trainer.micro_batches(trainer.sampler.state.next_batch)
     if rt.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(rt.device)
@@ -91,7 +107,7 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
     times = []
     for i in range(steps + warmup):
         t0 = time.perf_counter()
-        loss, _ = train_step(wrapped, optimizer, batches, rt, trainer.cfg.optim.grad_clip)
+        loss, _ = train_step(model, optimizer, batches, rt, trainer.cfg.optim.grad_clip)
         loss.item()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
@@ -101,7 +117,48 @@ def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
            "mfu": mfu(trainer.flops_per_token, tps, trainer.peak, rt.world_size)}
     if rt.device.type == "cuda":
         out["peak_memory_bytes"] = torch.cuda.max_memory_allocated(rt.device)
-    del model, wrapped, optimizer
+    return out
+
+
+def _release_optimizer_state(trainer: Trainer) -> None:
+    """Drop the gradients and the optimizer state (a resumed run's is reloaded after the burst)."""
+    trainer.optimizer.zero_grad(set_to_none=True)
+    trainer.optimizer.state.clear()
+    gc.collect()
+
+
+def _restore(trainer: Trainer) -> None:
+    """Put the model and optimizer back as the run starts: a fresh run's weights rebuilt from its seed (the
+    optimizer has no state yet), a resumed run's weights and optimizer state reloaded from its checkpoint."""
+    _release_optimizer_state(trainer)
+    if trainer.resumed_from:
+        state = load_checkpoint(trainer.resumed_from)
+        distributed.load_state_dicts(trainer.model, trainer.optimizer, state["model"], state["optimizer"],
+                                     trainer.runtime)
+    else:
+        trainer.model.load_state_dict(build_model(trainer.cfg.model, trainer.cfg.train.seed).state_dict())
+    gc.collect()
+
+
+def _burst(trainer: Trainer, steps: int) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps (after a warm-up step) of the run's own model and optimizer, wrapped and
+    compiled as the run has them, then restore both (`_restore`) and every RNG. No second copy of the weights
+    or the optimizer state is held, so the burst needs no more memory than the run (the caller released a
+    resumed run's optimizer state first), and a compiled run's block graph is compiled here, once.
+    Under FSDP the burst runs on a fresh build (sharded, so its copy costs 1/world of the state)."""
+    rt = trainer.runtime
+    rng = rng_state()
+    try:
+        if rt.fsdp:
+            model = build_model(trainer.cfg.model, trainer.cfg.train.seed).to(rt.device)
+            wrapped = distributed.wrap(model, rt, trainer.compile)
+            out = _timed_steps(trainer, wrapped, make_optimizer(model, trainer.cfg.optim, rt.device), steps)
+            del model, wrapped
+        else:
+            out = _timed_steps(trainer, trainer.wrapped, trainer.optimizer, steps)
+            _restore(trainer)
+    finally:
+        set_rng_state(rng)
     return out
 
 
@@ -141,6 +198,12 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    if cfg.train.tensorboard and rt.is_main:
+        try:  # imported now, not at the first log: a missing package stops the launch before step 1
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError as e:
+            problems.append(f"train.tensorboard is on but cannot be used ({e}); install tensorboard or set "
+                            "train.tensorboard=no")
     model = {"preset": cfg.model_preset, "parameters": trainer.model.num_params(),
              "non_embedding_parameters": trainer.model.num_params(non_embedding=True),
              "flops_per_token": trainer.flops_per_token}
@@ -154,6 +217,10 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
                         f"{device['memory_bytes'] / GiB:.1f} GiB of {device['name']}; lower data.micro_batch")
     report = PreflightReport(ok=False, problems=problems, data=data, device=device, model=model, batch=batch,
                              memory=memory)
+    if cfg.train.preflight_steps and not rt.fsdp:
+        # The burst restores a resumed run's optimizer state from its checkpoint anyway: dropping it now
+        # keeps the arbiter's copy of the model within the run's own memory.
+        _release_optimizer_state(trainer)
     if rt.is_main and not rt.fsdp:
         from pretrain.arbiter import check_gradient_flow
 
@@ -166,6 +233,9 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         problems.extend(f"gradient flow: {p}" for p in verdict.problems)
     if cfg.train.preflight_steps:
         report.burst = _burst(trainer, cfg.train.preflight_steps)
+        if rt.device.type == "cpu":
+            # Measured again after real steps: the heap the allocator keeps from them is the run's too.
+            report.memory = memory_estimate(trainer)
         step_s = report.burst["seconds_per_step"]
         if not cfg.train.max_steps and cfg.train.time_budget_s:
             # Leave a tenth of the budget for validation, checkpoints and the final evaluation.

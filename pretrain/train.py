@@ -84,6 +84,9 @@ class Trainer:
                             f"{self.run_dir}/config.json")
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
+        if runtime.device.type == "cuda":
+            # The fp32 pieces (norms, the loss's upcast logits) may use TF32 tensor cores, as in `pretrain bench`.
+            torch.set_float32_matmul_precision("high")
         self.model = build_model(cfg.model, cfg.train.seed).to(runtime.device)
         self.compile = cfg.train.compile == "yes" or (cfg.train.compile == "auto" and runtime.device.type == "cuda")
         self.wrapped = distributed.wrap(self.model, runtime, self.compile)
@@ -237,7 +240,10 @@ class Trainer:
         """This rank's micro-batches of global batch ``index``."""
         per_rank = self.sequences // self.runtime.world_size
         rows = self.sampler.batch(index, slice(self.runtime.rank * per_rank, (self.runtime.rank + 1) * per_rank))
-        batch = torch.from_numpy(rows).to(self.runtime.device, non_blocking=True)
+        batch = torch.from_numpy(rows)
+        if self.runtime.device.type == "cuda":
+            batch = batch.pin_memory()  # from pageable memory a non_blocking copy would still be synchronous
+        batch = batch.to(self.runtime.device, non_blocking=True)
         return list(batch.split(self.cfg.data.micro_batch))
 
     def run_step(self) -> dict[str, Any]:

@@ -74,3 +74,18 @@ def test_kill_during_checkpoint_leaves_previous_loadable(tmp_path):
     assert load_checkpoint(latest_checkpoint(tmp_path))["step"] == 1
     save_checkpoint(tmp_path, 3, state(3))
     assert not list(checkpoint_dir(tmp_path).glob(".*.tmp"))
+
+
+def test_the_sha256_is_of_the_bytes_on_disk_and_the_files_have_ordinary_permissions(tmp_path):
+    """Hashed while written (no read-back), the sidecar's sha256 is still the file's; mkstemp's 0600 is
+    replaced by what a plain open() gives (0666 & ~umask), so another user of the machine can read it."""
+    from common.fileio import file_sha256, umask
+
+    big = {"step": 1, "weights": torch.randn(300_000), "more": [torch.arange(1000)] * 3}
+    path = save_checkpoint(tmp_path, 1, big, val_loss=1.0)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["sha256"] == file_sha256(path) and meta["bytes"] == path.stat().st_size
+    expected = 0o666 & ~umask()
+    for name in (path.name, "best.pt", path.with_suffix(".json").name, "latest.json"):
+        assert (checkpoint_dir(tmp_path) / name).stat().st_mode & 0o777 == expected, name
+    assert torch.equal(load_checkpoint(path)["weights"], big["weights"])

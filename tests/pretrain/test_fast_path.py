@@ -99,10 +99,34 @@ def test_regional_compilation_reuses_one_graph_and_validation_stays_eager():
     for _ in range(2):
         _, loss = model(idx[:, :-1], idx[:, 1:])
         loss.backward()
-    assert counters["stats"]["unique_graphs"] == 1  # three blocks, one graph, no recompile on step 2
+    # Three blocks, one graph, and the loss's chunk body (34 rows: one chunk); no recompile on step 2.
+    assert counters["stats"]["unique_graphs"] == 2
     with torch.no_grad():
         logits, _ = model(idx)
-    assert counters["stats"]["unique_graphs"] == 1  # the no-grad pass ran the blocks eagerly
+        model(idx[:, :-1], idx[:, 1:])
+    assert counters["stats"]["unique_graphs"] == 2  # the no-grad passes ran eagerly
     _, expected = eager(idx[:, :-1], idx[:, 1:])
     torch.testing.assert_close(loss, expected)
-    assert copy.deepcopy(model).block_forward is None  # copies (the arbiter's) start eager
+    twin = copy.deepcopy(model)
+    assert twin.block_forward is None and twin.loss_chunk is None  # copies (the arbiter's) start eager
+
+
+@pytest.mark.parametrize("chunk_rows", [7, 64])
+def test_the_compiled_loss_chunk_body_computes_what_the_eager_one_does(chunk_rows):
+    """The per-chunk body compiled (dynamo with the eager backend: the same ops, so the same bits on CPU;
+    inductor's fusion is the GPU check's to measure), over several chunks and a shorter last one."""
+    from pretrain.model import _compiled_loss_chunk
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    h = torch.randn(45, 16, requires_grad=True)
+    w = torch.randn(256, 16, requires_grad=True)
+    t = torch.randint(0, 200, (45,))
+    results = []
+    for body in (None, _compiled_loss_chunk("eager", None)):
+        h.grad = w.grad = None
+        loss = linear_cross_entropy(h, w, t, 200, chunk_rows=chunk_rows, body=body)
+        loss.backward()
+        results.append((loss.detach(), h.grad.clone(), w.grad.clone()))
+    for eager, compiled in zip(*results, strict=True):
+        assert torch.equal(eager, compiled)
