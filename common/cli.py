@@ -107,6 +107,8 @@ positive_float = _number_type(_to_float, float, lambda v: v > 0, "a positive num
 non_negative_float = _number_type(_to_float, float, lambda v: v >= 0, "a number >= 0")
 fraction = _number_type(_to_float, float, lambda v: 0 < v < 1, "a fraction between 0 and 1 (exclusive)")
 share = _number_type(_to_float, float, lambda v: 0 <= v <= 1, "a share between 0 and 1")
+# A TCP port; 0 asks the system for a free one (the server prints the one it got).
+port = _number_type(_to_int, int, lambda v: 0 <= v <= 65535, "a port number from 0 to 65535")
 
 
 def at_least(minimum: float, kind: type = float):

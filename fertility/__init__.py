@@ -4,10 +4,12 @@
     report = fertility.analyze(["gpt2", "o200k_base"], {"bn": bangla_docs, "en": english_docs})
     report.tokenizer("gpt2").scripts["Bengali"].chars_per_token
     fertility.write_report(report, "out/fertility")
+    fertility.show(pasted_text, tokenizers=["gpt2", "o200k_base"])  # in Jupyter: the tokens and figures inline
 """
 
 from common.errors import InputError
 from fertility.analysis import Report, TokenizerReport, analyze
+from fertility.explorer import Exploration, show
 from fertility.metrics import Metrics
 from fertility.report import write_report
 from fertility.segments import TokenSegment, token_segments
@@ -15,7 +17,7 @@ from fertility.text import Document, TextError, TextSource, iter_documents, pars
 from fertility.tokenizers import Tokenizer, TokenizerLoadError, load_tokenizer
 
 __all__ = [
-    "Document", "InputError", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
+    "Document", "Exploration", "InputError", "Metrics", "Report", "TextError", "TextSource", "Tokenizer", "TokenizerLoadError",
     "TokenSegment", "TokenizerReport", "analyze", "iter_documents", "load_tokenizer", "parse_text_arg",
-    "token_segments", "write_report",
+    "show", "token_segments", "write_report",
 ]

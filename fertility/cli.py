@@ -56,7 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--skip-bad-utf8", action="store_true",
                      help="skip lines of --text files that are not UTF-8 (counted in report.json) instead of stopping")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_serve_parser(sub)
     return parser
+
+
+def _add_serve_parser(sub) -> None:
+    from fertility.serve import DEFAULT_HOST, DEFAULT_PORT, WORKERS
+
+    srv = sub.add_parser("serve", help="the explorer: a local web app showing how tokenizers cut pasted text",
+                         description="The explorer as a local web app: paste text or drop a file, choose tokenizers, "
+                                     "see the tokens and the report's figures. Prints its URL; opens nothing.",
+                         formatter_class=clihelp.HelpFormatter)
+    srv.add_argument("--tokenizer", action="append", default=[], metavar="SPEC",
+                     help="a tokenizer to offer (a known name or a path; loaded now); repeat for several. "
+                          "The known names found in the tokenizer folders are offered too")
+    srv.add_argument("--tokenizer-dir", default=None, metavar="DIR",
+                     help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
+    srv.add_argument("--host", default=DEFAULT_HOST,
+                     help="the address to listen on; anything but loopback lets other machines in (a warning says so)")
+    srv.add_argument("--port", type=clihelp.port, default=DEFAULT_PORT, help="the port; 0 picks a free one")
+    srv.add_argument("--workers", type=clihelp.positive_int, default=WORKERS,
+                     help="requests measured at once (each on a thread; more wait their turn)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """``fertility serve``: the tokenizers and the address are checked before it listens; runs until a signal."""
+    from fertility.serve import Shelf, serve
+
+    serve(Shelf(args.tokenizer, args.tokenizer_dir), args.host, args.port, workers=args.workers)
+    return 0
 
 
 def _parallel_sources(args: argparse.Namespace) -> dict[str, TextSource]:
@@ -74,6 +102,8 @@ def _parallel_sources(args: argparse.Namespace) -> dict[str, TextSource]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        return run_serve(args)
     # Every argument is checked before any work: the sources and the output folder here, the tokenizers and
     # the readability of every text in analyze (before its first batch).
     texts = [parse_text_arg(a) for a in args.text]

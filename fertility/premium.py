@@ -56,12 +56,20 @@ def read_parallel(sources: Mapping[str, str | TextSource], max_chars: int | None
         source = src if isinstance(src, TextSource) else TextSource(lang, str(src))
         docs[lang] = list(iter_documents(source))
         names[lang] = source.spec
-    langs = list(docs)
-    first = langs[0]
+    first = next(iter(docs))
     keep = len(docs[first])
     if max_chars is not None:
         total = np.cumsum([len(d.text) for d in docs[first]])
         keep = int(min(np.searchsorted(total, max_chars) + 1, len(docs[first])))
+    return aligned(docs, names, keep)
+
+
+def aligned(docs: Mapping[str, Sequence[Document]], names: Mapping[str, str], keep: int | None = None) -> ParallelText:
+    """The first ``keep`` sentences of documents read line by line per language (files, or pasted text in
+    ``fertility serve``), once every language has its non-blank lines on the same line numbers; else a
+    :class:`ParallelError` naming both sources (``names``) and their line counts."""
+    langs = list(docs)
+    first = langs[0]
     for lang in langs[1:]:
         a, b = docs[first], docs[lang]
         lines_a = [d.line for d in a]
@@ -72,7 +80,7 @@ def read_parallel(sources: Mapping[str, str | TextSource], max_chars: int | None
                 f"(last line {lines_a[-1] if lines_a else 0}), {names[lang]} has {len(b)} "
                 f"(last line {lines_b[-1] if lines_b else 0}); expected the same lines in both"
             )
-    return ParallelText({lang: [d.text for d in d_list[:keep]] for lang, d_list in docs.items()}, names)
+    return ParallelText({lang: [d.text for d in d_list[:keep]] for lang, d_list in docs.items()}, dict(names))
 
 
 FLORES_SPLITS = ("devtest", "dev")

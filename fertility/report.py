@@ -16,6 +16,7 @@ from common.outdir import check_output_dir, publish_dir, staging_dir
 from fertility import viewer
 from fertility.analysis import Report
 from fertility.metrics import COUNT_FIELDS, Metrics
+from fertility.traps import Trap
 
 # (column header, attribute, format) of the per-language / per-script tables.
 COLUMNS = (
@@ -95,6 +96,14 @@ def _estimate(m: Metrics, rate: str, fmt: str) -> str:
     return text + (f" ±{half:.2f}" if half else "")
 
 
+def verdict(traps: list[Trap]) -> str:
+    """The traps of one tokenizer in plain words, per script ("Bengali: cuts inside letters"), or OK."""
+    found: dict[str, list[str]] = {}
+    for trap in traps:
+        found.setdefault(trap.script, []).append(VERDICTS.get(trap.rule, trap.rule))
+    return "; ".join(f"{script}: {', '.join(v)}" for script, v in found.items()) or "OK"
+
+
 def summary(report: Report) -> tuple[list[str], list[list[str]]]:
     """Every tokenizer side by side: chars/token and ceiling per language, premiums, and a verdict."""
     langs = list(report.tokenizers[0].languages) if report.tokenizers else []
@@ -104,13 +113,9 @@ def summary(report: Report) -> tuple[list[str], list[list[str]]]:
               + [f"{lang} premium" for lang in premium_langs] + ["verdict"])
     rows = []
     for t in report.tokenizers:
-        traps: dict[str, list[str]] = {}
-        for trap in t.traps:
-            traps.setdefault(trap.script, []).append(VERDICTS.get(trap.rule, trap.rule))
-        verdict = "; ".join(f"{script}: {', '.join(v)}" for script, v in traps.items()) or "OK"
         rows.append([t.name] + [f"{t.languages[lang].chars_per_token:.2f}" for lang in langs]
                     + [_estimate(t.languages[lang], "pretoken_ceiling", "{:.2f}") for lang in langs]
-                    + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [verdict])
+                    + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [verdict(t.traps)])
     return header, rows
 
 

@@ -234,7 +234,8 @@ def _line_pieces(f, path: Path, whole_lines: bool) -> Iterator[tuple[bytes, int,
                 yield held, line_no, col
             return
         held += raw
-        if raw.endswith(b"\n"):
+        # readline stops short of PIECE_BYTES without a newline only at the end: the file's last line is whole
+        if raw.endswith(b"\n") or len(raw) < PIECE_BYTES:
             yield held, line_no, col
             line_no, col, held = line_no + 1, 0, b""
             continue

@@ -3,7 +3,8 @@
 Static HTML and CSS only (no script, nothing fetched), so the page works offline from a file. Each token is a
 ``<span class="tok">`` whose ``title`` (shown on hover) gives its id and its bytes in hex; a token that starts
 inside a grapheme cluster (a vowel sign, hasanta or nukta cut from its letter) is marked ``cut`` (a red bar
-before it). A character whose UTF-8 bytes are split between tokens is shown in the token where it starts; the
+before it), an UNK token is grey with a black outline and a byte-fallback piece is underlined with a purple
+wave. A character whose UTF-8 bytes are split between tokens is shown in the token where it starts; the
 tokens holding only its remaining bytes show a middle dot. All corpus text is HTML-escaped.
 
 Bangla needs a font with Bengali glyphs: the page names common ones (Noto Sans Bengali, and those of the
@@ -29,6 +30,8 @@ CSS = f"""
 .viewer .name {{font-family: sans-serif; font-size: 12px; color: #555; min-width: 11em; text-align: right}}
 .viewer .tok {{border-radius: 3px; padding: 1px 0; white-space: pre-wrap}}
 .viewer .tok.cut {{box-shadow: inset 3px 0 0 #d32f2f}}
+.viewer .tok.unk {{outline: 2px solid #000; background: #9e9e9e}}
+.viewer .tok.bf {{text-decoration: underline wavy #6a1b9a}}
 .viewer .count {{font-family: sans-serif; font-size: 11px; color: #777}}
 """ + "\n".join(f".viewer .c{i} {{background: {c}}}" for i, c in enumerate(COLOURS))
 
@@ -46,8 +49,11 @@ def token_spans(text: str, segments: list[TokenSegment]) -> str:
     for i, seg in enumerate(segments):
         shown = "".join(char_at.get(b, "") for b in range(seg.byte_start, seg.byte_end)) or "\u00b7"
         hex_bytes = " ".join(f"{b:02x}" for b in data[seg.byte_start:seg.byte_end]) or "(none)"
-        title = f"id {seg.token_id} | bytes {hex_bytes}" + (" | starts inside a grapheme cluster" if seg.cuts_cluster else "")
-        classes = f"tok c{i % len(COLOURS)}" + (" cut" if seg.cuts_cluster else "")
+        flags = [what for on, what in ((seg.cuts_cluster, "starts inside a grapheme cluster"), (seg.unk, "UNK"),
+                                       (seg.byte_fallback, "byte fallback")) if on]
+        title = " | ".join([f"id {seg.token_id}", f"bytes {hex_bytes}", *flags])
+        classes = (f"tok c{i % len(COLOURS)}" + (" cut" if seg.cuts_cluster else "") + (" unk" if seg.unk else "")
+                   + (" bf" if seg.byte_fallback else ""))
         parts.append(f'<span class="{classes}" title="{html.escape(title)}">{html.escape(shown)}</span>')
     return "".join(parts)
 

@@ -35,6 +35,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from common import cli
+from common.errors import InputError
 from common.fileio import write_json
 from pretrain.config import OptimConfig
 from pretrain.distributed import Runtime
@@ -317,13 +319,16 @@ def format_report(report: BenchReport) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="tiny", choices=["tiny", "bangla-0.4b"], help="model preset")
-    p.add_argument("--micro-batch", metavar="N", type=int, help="sequences per forward pass (default: the preset's)")
-    p.add_argument("--accum", metavar="N", type=int, default=1,
+    p.add_argument("--micro-batch", metavar="N", type=cli.positive_int,
+                   help="sequences per forward pass (default: the preset's)")
+    p.add_argument("--accum", metavar="N", type=cli.positive_int, default=1,
                    help="micro-batches per optimizer step (1 = the optimizer's cost is amortised the least)")
-    p.add_argument("--seq-len", metavar="N", type=int, help="tokens per sequence (default: the preset's context)")
-    p.add_argument("--steps", metavar="N", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", metavar="N", type=int, default=3, help="untimed steps first (compilation, allocator)")
-    p.add_argument("--vocab-size", metavar="N", type=int, default=GPT2_VOCAB, help="tokenizer vocabulary (padded to 128)")
+    p.add_argument("--seq-len", metavar="N", type=cli.positive_int, help="tokens per sequence (default: the preset's context)")
+    p.add_argument("--steps", metavar="N", type=cli.positive_int, default=10, help="timed steps")
+    p.add_argument("--warmup", metavar="N", type=cli.non_negative_int, default=3,
+                   help="untimed steps first (compilation, allocator)")
+    p.add_argument("--vocab-size", metavar="N", type=cli.positive_int, default=GPT2_VOCAB,
+                   help="tokenizer vocabulary (padded to 128)")
     p.add_argument("--device", metavar="DEVICE", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
@@ -338,12 +343,8 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     on_gpu = torch.device(device).type == "cuda"
     if on_gpu and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: torch {torch.__version__} sees no CUDA device")
+        raise InputError(f"--device {device}: torch {torch.__version__} sees no CUDA device")
     cfg = model_config(args.config, args.vocab_size)
-    for name in ("micro_batch", "seq_len", "steps", "warmup", "accum"):
-        value = getattr(args, name)
-        if value is not None and value < (0 if name == "warmup" else 1):
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {0 if name == 'warmup' else 1}, got {value}")
     return BenchSettings(
         config=args.config, vocab_size=args.vocab_size,
         micro_batch=args.micro_batch or RUN_PRESETS[args.config]["data"]["micro_batch"], accum=args.accum,

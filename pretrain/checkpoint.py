@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from common.errors import InputError
 from common.fileio import file_sha256, write_json
 
 CHECKPOINT_DIR = "checkpoints"
@@ -40,7 +41,7 @@ BEST_NAME = "best.pt"
 _STEP_FILE = re.compile(r"step_(\d{8})\.pt$")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(InputError):
     """A checkpoint that is missing, incomplete or corrupt; the message names the file."""
 
 

@@ -7,14 +7,19 @@ Any field can be overridden from the command line with ``--set section.field=val
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
+import os
 import types
 import typing
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from common import cli
+from common.errors import InputError
 from pretrain.model import PRESETS as MODEL_PRESETS
 from pretrain.model import GPTConfig, model_config
 
@@ -38,7 +43,7 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         if self.schedule not in ("cosine", "wsd"):
-            raise ValueError(f"optim.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+            raise InputError(f"optim.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
 
 
 @dataclass
@@ -106,10 +111,29 @@ class RunConfig:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
-        return cls(model_preset=raw["model_preset"], model=GPTConfig(**raw["model"]),
-                   optim=OptimConfig(**raw["optim"]), data=DataConfig(**raw["data"]),
-                   train=TrainConfig(**raw["train"]))
+    def from_dict(cls, raw: dict[str, Any], where: str = "config") -> RunConfig:
+        """The config in ``raw`` (a config.json's content); ``where`` names it in errors (a file, a checkpoint).
+        A missing section or field, an unknown field or a value of the wrong kind is an :class:`InputError`."""
+        if not isinstance(raw, dict) or "model_preset" not in raw:
+            raise InputError(f"{where}: not a run config (expected an object with model_preset, model, optim, "
+                             "data and train, as in a RUN/config.json)")
+        sections = {}
+        for name, kind in (("model", GPTConfig), ("optim", OptimConfig), ("data", DataConfig),
+                           ("train", TrainConfig)):
+            values = raw.get(name)
+            if not isinstance(values, dict):
+                raise InputError(f"{where}: section {name!r} is missing or not an object")
+            unknown = set(values) - {f.name for f in dataclasses.fields(kind)}
+            if unknown:
+                raise InputError(f"{where}: {name} has no field {sorted(unknown)[0]!r}; known: "
+                                 f"{', '.join(f.name for f in dataclasses.fields(kind))}")
+            try:
+                sections[name] = kind(**values)
+            except (TypeError, ValueError) as e:  # a missing field, or the model's own shape checks
+                raise InputError(f"{where}: {name}: {e}") from None
+        cfg = cls(model_preset=raw["model_preset"], **sections)
+        check_fields(cfg, where)
+        return cfg
 
     @property
     def seq_len(self) -> int:
@@ -134,10 +158,60 @@ RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+def load_config(path: str | os.PathLike) -> RunConfig:
+    """A config JSON file (e.g. a RUN/config.json); errors name the file, and the line and column of bad JSON."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    return RunConfig.from_dict(raw, str(path))
+
+
+# The range of every numeric field, as the command line's number types (common.cli) check it: a value outside
+# it is refused before any work, naming the field (train.eval_interval=0 would divide by zero at step 1).
+FIELD_TYPES: dict[str, Any] = {
+    **{f"model.{k}": cli.positive_int for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")},
+    "optim.lr": cli.positive_float, "optim.min_lr_ratio": cli.share, "optim.warmup_steps": cli.non_negative_int,
+    "optim.decay_fraction": cli.share, "optim.weight_decay": cli.non_negative_float, "optim.beta1": cli.share,
+    "optim.beta2": cli.share, "optim.eps": cli.positive_float, "optim.grad_clip": cli.non_negative_float,
+    "data.micro_batch": cli.positive_int, "data.seq_len": cli.non_negative_int,
+    "data.eval_tokens": cli.non_negative_int, "train.global_batch_tokens": cli.positive_int,
+    "train.token_budget": cli.non_negative_float, "train.max_steps": cli.non_negative_int,
+    "train.time_budget_s": cli.non_negative_float, "train.eval_interval": cli.positive_int,
+    "train.checkpoint_interval": cli.positive_int, "train.keep_last": cli.positive_int,
+    "train.log_interval": cli.positive_int, "train.seed": cli.non_negative_int,
+    "train.threads": cli.non_negative_int, "train.preflight_steps": cli.non_negative_int,
+    "train.max_rollbacks": cli.non_negative_int,
+}
+FIELD_CHOICES = {"optim.schedule": ("cosine", "wsd"), "train.dtype": ("auto", "bf16", "fp32"),
+                 "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no")}
+
+
+def check_fields(cfg: RunConfig, where: str) -> None:
+    """Refuse a field outside its range (:data:`FIELD_TYPES`, :data:`FIELD_CHOICES`), naming ``where`` and it."""
+    for key, parse in FIELD_TYPES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        try:
+            if isinstance(value, bool):
+                raise argparse.ArgumentTypeError(f"expected {parse.__name__}, got {value}")
+            parse(str(value))
+        except argparse.ArgumentTypeError as e:
+            raise InputError(f"{where}: {key}: {e}") from None
+    for key, choices in FIELD_CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value not in choices:
+            raise InputError(f"{where}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+
+
 def preset(name: str, vocab_size: int) -> RunConfig:
     """The named preset for a tokenizer of ``vocab_size`` ids."""
     if name not in RUN_PRESETS:
-        raise ValueError(f"unknown config {name!r}; known: {', '.join(RUN_PRESETS)}")
+        raise InputError(f"--config {name!r}: no such preset or .json file; presets: {', '.join(RUN_PRESETS)}")
     p = RUN_PRESETS[name]
     cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
                     data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
@@ -148,7 +222,7 @@ def derive_steps(cfg: RunConfig) -> RunConfig:
     """max_steps from the token budget where the config gives a budget and no step count."""
     tc = cfg.train
     if tc.token_budget < 0:
-        raise ValueError(f"train.token_budget must be >= 0, got {tc.token_budget}")
+        raise InputError(f"train.token_budget must be >= 0, got {tc.token_budget}")
     if not tc.max_steps and tc.token_budget:
         tc.max_steps = math.ceil(tc.token_budget / tc.global_batch_tokens)
     return cfg
@@ -170,7 +244,7 @@ def _coerce(value: str, annotation: Any, key: str) -> Any:
             raise ValueError(value)
         return annotation(value)
     except ValueError:
-        raise ValueError(f"--set {key}={value}: expected a {getattr(annotation, '__name__', annotation)}") from None
+        raise InputError(f"--set {key}={value}: expected a {getattr(annotation, '__name__', annotation)}") from None
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
@@ -179,17 +253,22 @@ def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
         if not sep or not dot:
-            raise ValueError(f"--set {item!r}: expected section.field=value, e.g. train.max_steps=100")
+            raise InputError(f"--set {item!r}: expected section.field=value, e.g. train.max_steps=100")
         target = getattr(cfg, section, None)
         if target is None or not dataclasses.is_dataclass(target):
-            raise ValueError(f"--set {item!r}: unknown section {section!r}; known: model, optim, data, train")
+            raise InputError(f"--set {item!r}: unknown section {section!r}; known: model, optim, data, train")
         hints = typing.get_type_hints(type(target))
         if name not in hints:
-            raise ValueError(f"--set {item!r}: {section} has no field {name!r}; known: {', '.join(hints)}")
+            raise InputError(f"--set {item!r}: {section} has no field {name!r}; known: {', '.join(hints)}")
         setattr(target, name, _coerce(value, hints[name], key))
     # Re-run validation (and derived defaults such as the SwiGLU width) on the edited sections.
-    cfg.model = GPTConfig(**{**asdict(cfg.model), **({"ffn_hidden": 0} if _shape_changed(cfg, overrides) else {})})
+    where = "--set" if overrides else "config"
+    try:
+        cfg.model = GPTConfig(**{**asdict(cfg.model), **({"ffn_hidden": 0} if _shape_changed(cfg, overrides) else {})})
+    except ValueError as e:  # the model's own shape checks (heads dividing the width, ...)
+        raise InputError(f"{where}: model: {e}") from None
     cfg.optim = OptimConfig(**asdict(cfg.optim))
+    check_fields(cfg, where)
     keys = {o.partition("=")[0] for o in overrides}
     if keys & {"train.token_budget", "train.global_batch_tokens"} and "train.max_steps" not in keys \
             and cfg.train.token_budget:
@@ -204,4 +283,4 @@ def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
 
 
 __all__ = ["MODEL_PRESETS", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
-           "TrainConfig", "apply_overrides", "preset"]
+           "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]

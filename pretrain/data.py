@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from common.errors import InputError
 from corpus.shards import Manifest, ShardError, read_shard
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """Shards that cannot be used with this model or run; the message names the file and the mismatch."""
 
 

@@ -32,7 +32,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from common.errors import InputError
 from common.fileio import write_json
+from pretrain import rundir
 from pretrain.data import Dataset, eval_windows, open_dataset
 from pretrain.distributed import Runtime
 
@@ -130,8 +132,13 @@ def sample_continuations(model: torch.nn.Module, dataset: Dataset, lang: str, n:
 
 def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, data: str | None = None,
                  max_tokens: int = 0, samples: int = 3, prompt_tokens: int = 16, new_tokens: int = 32,
-                 device: str = "auto", micro_batch: int = 0, plot: bool = True) -> dict[str, Any]:
-    """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write eval.json/.png."""
+                 device: str = "auto", micro_batch: int = 0, plot: bool = True,
+                 out: str | Path | None = None) -> dict[str, Any]:
+    """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write RUN/eval.json and
+    (``plot``) RUN/eval.png, or with ``out`` that file only (the run is left as it is).
+
+    The data is ``data``, else the shards the run trained on (`pretrain.rundir.resolve_path`: from any
+    folder)."""
     from pretrain.checkpoint import latest_checkpoint, load_checkpoint
     from pretrain.config import RunConfig
     from pretrain.distributed import setup
@@ -140,12 +147,12 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     run_dir = Path(run_dir)
     path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
     if path is None:
-        raise FileNotFoundError(f"{run_dir}: no checkpoint to evaluate (train first, or pass --checkpoint)")
+        raise InputError(f"{run_dir}: no checkpoint to evaluate (train first, or pass --checkpoint)")
     state = load_checkpoint(path)
-    cfg = RunConfig.from_dict(state["config"])
-    dataset = open_dataset(data or cfg.data.path)
+    cfg = RunConfig.from_dict(state["config"], f"checkpoint {path}")
+    dataset = open_dataset(data or rundir.resolve_path(run_dir, cfg.data.path, cfg.train.out))
     if dataset.manifest.tokenizer.sha256 != state["tokenizer"]["sha256"]:
-        raise ValueError(f"{dataset.path}: shards use tokenizer sha256 {dataset.manifest.tokenizer.sha256}, "
+        raise InputError(f"{dataset.path}: shards use tokenizer sha256 {dataset.manifest.tokenizer.sha256}, "
                          f"the checkpoint {path} was trained on {state['tokenizer']['sha256']}")
     runtime = setup(device, cfg.train.dtype)
     micro = micro_batch or cfg.data.micro_batch
@@ -174,6 +181,10 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     m = statistics.fmean(v.loss for v in trained.values())
     r = statistics.fmean(v.loss for v in untrained.values())
     report["mean"] = {"model_loss": m, "random_init_loss": r, "loss_ratio": m / r}
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, report)
+        return report
     write_json(run_dir / "eval.json", report)
     if plot:
         from pretrain.plots import plot_eval

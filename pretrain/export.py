@@ -15,28 +15,29 @@ was trained with. Its post-processor prepends BOS, because every training docume
 files are refused with a clear error (convert them to a ``tokenizer.json`` first).
 
 The folder is built beside ``--out`` and renamed into place at the end, so a failed export leaves nothing
-half-written, and an existing ``--out`` is never overwritten.
+half-written. ``--out`` follows the one --out policy (`common.outdir`): a new or empty folder, or with
+``--overwrite`` an earlier export (a folder this project wrote); any other folder is never replaced.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, write_json
-from common.outdir import staging_dir
+from common.outdir import check_output_dir, publish_dir, staging_dir
 from pretrain.model import GPT, GPTConfig
 from pretrain.reference import to_hf
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-class ExportError(ValueError):
+class ExportError(InputError):
     """A checkpoint or tokenizer that cannot be exported; the message names the file and the reason."""
 
 
@@ -83,16 +84,19 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
-                      dtype: str = "fp32", eval_json: str | Path | None = None, data: str | None = None) -> Path:
-    """Write the HF folder for ``checkpoint`` at ``out`` (which must not exist yet); return ``out``.
+                      dtype: str = "fp32", eval_json: str | Path | None = None, data: str | None = None,
+                      overwrite: bool = False) -> Path:
+    """Write the HF folder for ``checkpoint`` at ``out`` (new or empty, or with ``overwrite`` an earlier
+    export); return ``out``.
     Its README.md is the model card (:mod:`pretrain.model_card`), from ``eval_json`` (default RUN/eval.json)
     and the shard manifest in ``data`` (default the run's)."""
     from pretrain import model_card
     from pretrain.checkpoint import load_checkpoint
 
     checkpoint, out = Path(checkpoint), Path(out)
-    if out.exists():
-        raise ExportError(f"{out} already exists; export never overwrites, pick another --out")
+    check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
+    if eval_json is not None and not Path(eval_json).is_file():
+        raise ExportError(f"--eval {eval_json}: no such file")
     if dtype not in DTYPES:
         raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
     state = load_checkpoint(checkpoint)  # verifies the checksum
@@ -103,8 +107,6 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
     tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
     hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
-    if eval_json is not None and not Path(eval_json).is_file():
-        raise ExportError(f"--eval {eval_json}: no such file")
     sha256 = file_sha256(checkpoint)
     card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
                                                tokenizer_spec=spec, dtype=dtype,
@@ -119,32 +121,25 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         write_json(staging / "export.json", provenance)
         atomic_write_text(staging / "README.md", card)
-        if out.exists():  # made by someone else meanwhile: never overwrite
-            raise ExportError(f"{out} appeared during the export; export never overwrites, pick another --out")
-        staging.rename(out)
+        publish_dir(staging, out, command="pretrain export")
     return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="CHECKPOINT", required=True, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
-    p.add_argument("--out", required=True, metavar="DIR", help="the folder to create (must not exist)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="the folder to write: new or empty, or an earlier export with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
     p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer spec (default: the one the checkpoint names)")
     p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
     p.add_argument("--eval", metavar="PATH", help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
     p.add_argument("--data", metavar="DIR", help="shard directory whose manifest the card reads (default: the run's)")
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Export from parsed ``pretrain export`` arguments."""
-    from fertility.tokenizers import TokenizerLoadError
-    from pretrain.checkpoint import CheckpointError
-
-    try:
-        out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype,
-                                eval_json=args.eval, data=args.data)
-    except (ExportError, CheckpointError, TokenizerLoadError) as e:
-        print(f"pretrain export: error: {e}", file=sys.stderr)
-        return 2
+    out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype,
+                            eval_json=args.eval, data=args.data, overwrite=args.overwrite)
     print(f"wrote {out} (LlamaForCausalLM + tokenizer); load it with "
           f"transformers.AutoModelForCausalLM.from_pretrained({str(out)!r})")
     return 0

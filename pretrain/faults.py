@@ -7,7 +7,9 @@ asked for; a run without ``--inject-fault`` never calls into this module.
 Kinds: ``nan_loss`` (the step's loss times NaN), ``loss_spike`` (times 50), ``grad_explode`` (gradients
 times 1e6), ``slow`` (:data:`SLOW_STEPS` steps each :data:`SLOW_FACTOR` times the median step time),
 ``hang`` (the trainer stops answering before the step), ``kill_during_checkpoint`` (SIGKILL halfway through
-writing the first checkpoint at or after the step). Each fault fires once per process.
+writing the first checkpoint at or after the step), ``await_signal`` (the trainer waits before the step until
+a SIGINT/SIGTERM has been received, so a test signals a run at a known step boundary, whatever the
+machine's load). Each fault fires once per process.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-KINDS = ("nan_loss", "loss_spike", "grad_explode", "slow", "hang", "kill_during_checkpoint")
+from common.errors import InputError
+
+KINDS = ("nan_loss", "loss_spike", "grad_explode", "slow", "hang", "kill_during_checkpoint", "await_signal")
 SLOW_STEPS = 8  # a `slow` fault lasts this many steps
 SLOW_FACTOR = 10.0  # ...each taking this many times the median step time
 
@@ -33,7 +37,7 @@ def parse_faults(specs: Iterable[str]) -> list[tuple[str, int]]:
     for spec in specs:
         kind, sep, step = spec.partition("@")
         if not sep or kind not in KINDS or not step.isdigit() or int(step) < 1:
-            raise ValueError(f"--inject-fault {spec!r}: expected KIND@STEP with KIND in {', '.join(KINDS)} "
+            raise InputError(f"--inject-fault {spec!r}: expected KIND@STEP with KIND in {', '.join(KINDS)} "
                              "and STEP >= 1")
         faults.append((kind, int(step)))
     return faults
@@ -79,12 +83,18 @@ class FaultPlan:
                 return True
         return False
 
-    def before_step(self, step: int, log) -> None:
-        """``hang``: stop answering (the supervisor must notice the silent heartbeat and end the process)."""
+    def before_step(self, step: int, log, stop=None) -> None:
+        """``hang``: stop answering (the supervisor must notice the silent heartbeat and end the process).
+        ``await_signal``: wait until ``stop`` (the loop's `common.signals.StopRequest`, None outside a
+        deferred-signals block: no wait) is set, at most an hour."""
         if self.fires("hang", step):
             log(f"fault injected: hang at step {step}")
             while True:
                 time.sleep(3600)
+        if self.fires("await_signal", step):
+            deadline = time.monotonic() + 3600
+            while stop is not None and not stop and time.monotonic() < deadline:
+                time.sleep(0.01)
 
     def in_step(self, step: int) -> StepFaults | None:
         """The faults of step ``step``'s loss and gradients; ``slow`` also sleeps here (inside the timed step)."""

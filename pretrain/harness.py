@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.errors import InputError
+
 LOCAL_TASKS = Path(__file__).with_name("harness_tasks")
 
 
-class HarnessError(ValueError):
+class HarnessError(InputError):
     """lm-evaluation-harness missing, or a task it does not know; the message says what to do."""
 
 

@@ -18,17 +18,26 @@ Files in ``RUN/``:
   requests the trainer discarded as stale;
 * ``supervisor.jsonl``: every decision of the supervisor; ``supervisor_ack.json`` ``{"gen", "step"}``: the
   last step it judged (what a trainer in lockstep waits for);
-* ``config.json``, ``val.jsonl``, ``checkpoints/``, ``eval.json``: the run's own outputs.
+* ``config.json``, ``val.jsonl``, ``checkpoints/``, ``eval.json``: the run's own outputs;
+* ``.bangla-tokfair.json`` (`common.outdir.MARKER`) ``{"written_by", "command": "pretrain launch"}``: the mark
+  that the folder is a run of ours, which ``--resume`` may continue (and no other folder).
+
+Paths inside a run are absolute from this version on (``data.path``, ``train.out``), so ``pretrain eval --run``
+works from any folder; :func:`resolve_path` also finds the data of an older run that recorded them relative
+to the folder it was launched from.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from common.errors import InputError
 from common.fileio import append_jsonl, write_json
+from common.outdir import MARKER
 
 CONFIG = "config.json"
 GENERATION = "generation.json"
@@ -41,6 +50,58 @@ VOID_REQUESTS = "void_requests.jsonl"
 SUPERVISOR_LOG = "supervisor.jsonl"
 SUPERVISOR_ACK = "supervisor_ack.json"
 VALIDATION = "val.jsonl"
+COMMAND = "pretrain launch"
+
+
+def mark(run_dir: Path) -> None:
+    """Mark ``run_dir`` as a run of ours (the folder exists)."""
+    write_json(Path(run_dir) / MARKER, {"written_by": "bangla-tokfair", "command": COMMAND})
+
+
+def is_run(folder: Path) -> bool:
+    """Whether ``folder`` is a run of ``pretrain launch``: it carries our mark, or (a run of a version before
+    the mark) the generation file only our trainer writes."""
+    folder = Path(folder)
+    marker = read_small_json(folder / MARKER)
+    if isinstance(marker, dict):
+        return marker.get("command") == COMMAND
+    return (folder / GENERATION).is_file()
+
+
+def has_trained(run_dir: Path) -> bool:
+    """Whether a trainer started in ``run_dir`` (it wrote config.json); a run of only a preflight has not."""
+    return (Path(run_dir) / CONFIG).is_file()
+
+
+def check_run(run_dir: str | os.PathLike, what: str = "--run", *, checkpoint: bool = True) -> Path:
+    """``run_dir`` if it is a run folder (that holds a checkpoint, unless ``checkpoint`` is False), else an
+    :class:`InputError` naming ``what``."""
+    from pretrain.checkpoint import latest_checkpoint
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"{what} {run_dir}: no such folder (expected a run folder of `pretrain launch`)")
+    if not is_run(run_dir):
+        raise InputError(f"{what} {run_dir}: not a run folder of `pretrain launch` (no {MARKER} naming it)")
+    if checkpoint and latest_checkpoint(run_dir) is None:
+        raise InputError(f"{what} {run_dir}: holds no checkpoint yet (train first, or pass --checkpoint)")
+    return run_dir
+
+
+def resolve_path(run_dir: str | os.PathLike, recorded: str, out: str) -> Path:
+    """A path a run recorded (``data.path``), as seen from the current folder.
+
+    Absolute paths are what runs record now. An older run recorded the paths it was given, relative to the
+    folder it was launched from; that folder is the run folder's absolute path less the recorded
+    ``train.out`` (``/home/u/demo_out/run`` less ``demo_out/run``), so the path is found from anywhere.
+    """
+    path = Path(recorded)
+    if path.is_absolute() or not recorded:
+        return path
+    run_abs, tail = Path(run_dir).resolve(), Path(out)
+    if not tail.is_absolute() and tail.parts and run_abs.parts[-len(tail.parts):] == tail.parts:
+        return run_abs.parents[len(tail.parts) - 1] / path
+    return path
 
 
 def read_small_json(path: Path) -> Any:

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from common.errors import InputError
 from pretrain import distributed
 from pretrain.config import OptimConfig, RunConfig
 from pretrain.distributed import Runtime
@@ -34,11 +35,11 @@ def batch_layout(cfg: RunConfig, world_size: int) -> tuple[int, int]:
     """(global sequences per step, micro-steps per rank): the global batch does not depend on world size."""
     seq, micro = cfg.seq_len, cfg.data.micro_batch
     if cfg.train.global_batch_tokens % seq:
-        raise ValueError(f"train.global_batch_tokens {cfg.train.global_batch_tokens} is not a multiple of the "
+        raise InputError(f"train.global_batch_tokens {cfg.train.global_batch_tokens} is not a multiple of the "
                          f"sequence length {seq}")
     sequences = cfg.train.global_batch_tokens // seq
     if sequences % (micro * world_size):
-        raise ValueError(f"{sequences} sequences per step do not split into micro-batches of {micro} on "
+        raise InputError(f"{sequences} sequences per step do not split into micro-batches of {micro} on "
                          f"{world_size} process(es); pick data.micro_batch dividing {sequences // world_size}")
     return sequences, sequences // (micro * world_size)
 

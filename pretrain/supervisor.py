@@ -443,17 +443,23 @@ FIELD_HELP = {
 }
 
 
+RANGES = {"window": clihelp.positive_int, "min_history": clihelp.positive_int,
+          "throughput_patience": clihelp.positive_int, "throughput_fraction": clihelp.fraction}
+
+
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """One ``--PREFIXoption`` per :class:`SupervisorConfig` field. Without a prefix each defaults to the field's
     default; with one (``pretrain launch --sup-NAME``) to None, so only what the user gave is forwarded."""
     defaults = SupervisorConfig()
     for f in fields(SupervisorConfig):
         default = getattr(defaults, f.name)
-        kind = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0], float)
+        kind = str(f.type).split(" ")[0]
+        # Ranges checked at parse time (`pretrain launch --sup-window 0` fails there, not in the child process).
+        parse = RANGES.get(f.name) or {"int": clihelp.non_negative_int, "str": str}.get(kind, clihelp.non_negative_float)
         choices = ("halt", "rollback") if f.name == "halt_policy" else None
         help_text = FIELD_HELP[f.name] + (f" (supervisor default: {default})" if prefix and default is not None else "")
-        metavar = None if choices else "SECONDS" if f.name.endswith("_s") else "N" if kind is int else "X"
-        parser.add_argument(f"--{prefix}" + f.name.replace("_", "-"), type=kind, choices=choices,
+        metavar = None if choices else "SECONDS" if f.name.endswith("_s") else "N" if kind == "int" else "X"
+        parser.add_argument(f"--{prefix}" + f.name.replace("_", "-"), type=parse, choices=choices,
                             default=None if prefix else default, dest=f"{prefix.replace('-', '_')}{f.name}",
                             metavar=metavar, help=help_text)
 

@@ -29,12 +29,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from common.errors import InputError
 from fertility.text import TextSource, iter_documents
 
 IGNORE = -100  # cross_entropy's ignore_index: padding and context-only targets
 
 
-class TextEvalError(ValueError):
+class TextEvalError(InputError):
     """A model folder, checkpoint or text that cannot be scored; the message names it."""
 
 

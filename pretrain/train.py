@@ -28,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from common.fileio import read_jsonl, write_json
+from common.signals import StopRequest
 from pretrain import distributed, rundir
 from pretrain.checkpoint import (
     latest_checkpoint,
@@ -93,6 +94,7 @@ class Trainer:
         self.batch_of_step: dict[int, int] = {}
         self.finite_since_save = True
         self.val_loss: float | None = None
+        self.stopped_by: int | None = None  # the signal that ended fit() early, after its checkpoint
         self.flops_per_token = self.model.flops_per_token(cfg.seq_len)
         self.peak = peak_flops(runtime.device)
         if state:
@@ -292,10 +294,15 @@ class Trainer:
                     if record[key] is not None:
                         tb.add_scalar(f"train/{key}", record[key], self.step)
 
-    def fit(self, on_step=None) -> int:
+    def fit(self, on_step=None, stop: StopRequest | None = None) -> int:
         """Train to ``train.max_steps`` (or the time budget); return 0, or 3 when the supervisor halted.
 
-        ``on_step(record)`` runs after each step is logged (a supervisor in lockstep waits there)."""
+        ``on_step(record)`` runs after each step is logged (a supervisor in lockstep waits there).
+
+        ``stop`` is the flag of a `common.signals.deferred_signals` block around the call (``pretrain launch``
+        has one): once a SIGINT/SIGTERM set it, the run stops at the next step boundary with a checkpoint of
+        that step, as the end of a run does, sets ``stopped_by`` and returns 128 + the signal's number (130,
+        143); ``--resume`` then continues exactly, losing no step."""
         tc = self.cfg.train
         self.begin()
         start = time.monotonic()
@@ -312,7 +319,11 @@ class Trainer:
                     self._log(f"time budget of {tc.time_budget_s:.0f} s spent at step {self.step}")
                     break
                 if self.faults:
-                    self.faults.before_step(self.step + 1, self._log)
+                    self.faults.before_step(self.step + 1, self._log, stop)
+                # Rank 0's request, so that every rank stops at the same boundary.
+                self.stopped_by = distributed.broadcast(stop.signum, self.runtime) if stop is not None else None
+                if self.stopped_by:
+                    break
                 record = self.run_step()
                 if self.runtime.is_main:
                     self._record(record, bar)
@@ -327,7 +338,7 @@ class Trainer:
                 if self.val_loss is None or self.step % tc.eval_interval:
                     self.validate()
                 self.save()
-            return 0
+            return 128 + self.stopped_by if self.stopped_by else 0
         finally:
             bar.close()
             if self._tb:

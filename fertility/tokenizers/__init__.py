@@ -24,6 +24,7 @@ from fertility.tokenizers.loading import (
     KNOWN_TOKENIZERS,
     SHIPPED_TOKENIZER_DIR,
     TOKENIZER_DIR_ENV,
+    available_known,
     load_tokenizer,
 )
 from fertility.tokenizers.sentencepiece import SentencePieceTokenizer
@@ -37,8 +38,8 @@ from fertility.tokenizers.tiktoken import (
 )
 
 __all__ = [
-    "CL100K_PATTERN", "FORMATS", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN_PATTERN",
-    "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "Format", "HFTokenizer", "SentencePieceTokenizer",
-    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "load_tokenizer", "one_thread",
-    "read_tiktoken_ranks", "worker_pool",
+    "CL100K_PATTERN", "FORMATS", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN",
+    "QWEN_PATTERN", "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "Format", "HFTokenizer",
+    "SentencePieceTokenizer", "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known",
+    "load_tokenizer", "one_thread", "read_tiktoken_ranks", "worker_pool",
 ]

@@ -73,6 +73,19 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     raise TokenizerLoadError(f"{spec}: no such tokenizer file or directory")
 
 
+def available_known(tokenizer_dir: str | Path | None = None) -> list[str]:
+    """The known names whose files are found (in ``tokenizer_dir``, ``$FERTILITY_TOKENIZER_DIR`` or the
+    repository's ``data/tokenizers``), in the order of ``KNOWN_TOKENIZERS``; nothing is loaded."""
+    found = []
+    for name in KNOWN_TOKENIZERS:
+        try:
+            _resolve_known(name, tokenizer_dir)
+        except TokenizerLoadError:
+            continue
+        found.append(name)
+    return found
+
+
 def _load_cached(path: Path, name: str, preset: str | None) -> Tokenizer:
     # Loading a large vocabulary takes seconds; files that have not changed are loaded once per process. For a
     # folder the key holds every file in it: a folder's own mtime does not change when a file in it is rewritten,

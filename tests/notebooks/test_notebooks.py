@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01_fertility.ipynb", "02_tokenizer_training.ipynb", "03_corpus_mixture.ipynb", "04_pretraining.ipynb"]
 CELL_TIMEOUT_S = 300
+# HTML a notebook must show (text/html outputs): notebook 01 draws the explorer with fertility.show.
+EXPECTED_HTML = {"01_fertility.ipynb": '<div class="viewer fx">'}
 
 
 def test_every_notebook_is_present():
@@ -44,3 +46,6 @@ def test_notebook_executes_and_plots(path: Path, tmp_path: Path, monkeypatch):
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
     images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.get("data", {})]
     assert images, f"{path.name}: no figure (display_data with image/png) was produced"
+    if path.name in EXPECTED_HTML:
+        shown = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+        assert any(EXPECTED_HTML[path.name] in h for h in shown), f"{path.name}: no {EXPECTED_HTML[path.name]} output"

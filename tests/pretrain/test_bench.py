@@ -48,8 +48,10 @@ def test_bench_tiny_on_cpu_measures_both_models_on_the_same_step(tmp_path, capsy
 
 
 def test_bench_rejects_bad_arguments(capsys):
-    assert cli.main(["bench", "--config", "tiny", "--steps", "0"]) == 2
-    assert "--steps must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # at parse time
+        cli.main(["bench", "--config", "tiny", "--steps", "0"])
+    assert refused.value.code == 2
+    assert "--steps: expected a positive integer, got 0" in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert cli.main(["bench", "--device", "cuda"]) == 2
         assert "sees no CUDA device" in capsys.readouterr().err

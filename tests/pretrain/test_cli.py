@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from common.fileio import read_jsonl
 from pretrain.cli import main
@@ -118,3 +119,61 @@ def test_sup_options_reach_the_supervisor():
     args = parser.parse_args(["launch", "--out", "r", "--sup-halt-policy", "rollback", "--sup-window=7",
                               "--supervisor-args", "--poll-s 0.5"])
     assert _supervisor_args(args) == ["--poll-s", "0.5", "--window", "7", "--halt-policy", "rollback"]
+
+
+def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, shards, sample_dir, tmp_path,
+                                                                      monkeypatch, capsys):
+    """Finding: the run recorded "data/shards", so `pretrain eval --run /abs/run` from another folder failed with
+    "no manifest". And `eval --run RUN --text ... --out FILE` also rewrote RUN/eval.json and eval.png."""
+    import shutil
+
+    from pretrain.checkpoint import latest_checkpoint
+
+    launched, elsewhere = tmp_path / "launched", tmp_path / "elsewhere"
+    shutil.copytree(shards, launched / "data" / "shards")
+    elsewhere.mkdir()
+    monkeypatch.chdir(launched)
+    assert main(micro.args(Path("data/shards"), Path("runs/r"), 2)) == 0
+    run = launched / "runs" / "r"
+    config = json.loads((run / "config.json").read_text())
+    assert config["data"]["path"] == str(launched / "data" / "shards") and config["train"]["out"] == str(run)
+
+    monkeypatch.chdir(elsewhere)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    report = elsewhere / "report.json"
+    text = f"bn={sample_dir / 'bn' / 'literature-bnarchive.txt.gz'}"
+    assert main(["eval", "--run", str(run), "--max-tokens", "64", "--samples", "0", "--text", text,
+                 "--max-chars", "500", "--out", str(report)]) == 0
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before, "--out: RUN is left as it was"
+    written = json.loads(report.read_text())
+    assert written["step"] == 2 and set(written["languages"]) == {"bn", "en"} and "bn" in written["text"]["languages"]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["report.json"]  # no plot beside it either
+    assert main(["eval", "--run", str(run), "--max-tokens", "64", "--samples", "0"]) == 0  # without --out: RUN
+    assert json.loads((run / "eval.json").read_text())["checkpoint"] == str(latest_checkpoint(run))
+    assert (run / "eval.png").is_file()
+    capsys.readouterr()
+    assert main(["eval", "--run", str(run), "--samples", "0", "--out", str(report)]) == 2  # exists: --overwrite
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_the_data_of_an_older_run_with_relative_paths_is_found():
+    from pretrain.rundir import resolve_path
+
+    # Launched from /home/u as `--data demo_out/corpus --out demo_out/run`: the launch folder is the run's
+    # absolute path less the recorded --out.
+    assert resolve_path("/home/u/demo_out/run", "demo_out/corpus", "demo_out/run") == Path("/home/u/demo_out/corpus")
+    assert resolve_path("/home/u/demo_out/run", "/data/shards", "demo_out/run") == Path("/data/shards")
+    # A run folder that was moved since: nothing to go by but the current folder.
+    assert resolve_path("/elsewhere/run", "demo_out/corpus", "demo_out/run") == Path("demo_out/corpus")
+
+
+def test_a_preflight_folder_is_launched_into_and_a_run_is_continued_only_with_resume(micro, synthetic_shards,
+                                                                                     tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(micro.args(synthetic_shards, run, 2, "--preflight-only")) == 0
+    assert main(micro.args(synthetic_shards, run, 2)) == 0  # the documented workflow: preflight, then train
+    capsys.readouterr()
+    assert main(micro.args(synthetic_shards, run, 4)) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    assert main(micro.args(synthetic_shards, run, 4, "--resume")) == 0
+    assert read_jsonl(run / "metrics.jsonl")[-1]["step"] == 4

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
+from common.errors import OutputPathError
 from corpus.shards import Manifest, read_shard
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 from pretrain import cli
 from pretrain import reference as ref
 from pretrain.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
-from pretrain.export import ExportError, export_checkpoint
+from pretrain.export import export_checkpoint
 from pretrain.model import GPT, GPTConfig, model_config, pad_vocab
 
 # fp32 on CPU: the two models run the same maths in a different op order (fused vs split projections).
@@ -159,8 +160,10 @@ def test_export_loads_in_transformers_and_computes_the_same_logits(trained_check
 
 def test_export_refuses_to_overwrite_or_to_read_a_corrupt_checkpoint(trained_checkpoint, tmp_path):
     (tmp_path / "taken").mkdir()
-    with pytest.raises(ExportError, match="already exists"):
+    (tmp_path / "taken" / "notes.txt").write_text("someone else's\n")
+    with pytest.raises(OutputPathError, match="did not write"):  # a folder of someone else's is never replaced
         export_checkpoint(trained_checkpoint, tmp_path / "taken")
+    assert (tmp_path / "taken" / "notes.txt").read_text() == "someone else's\n"
     corrupt = tmp_path / trained_checkpoint.name
     data = bytearray(trained_checkpoint.read_bytes())
     data[len(data) // 2] ^= 0xFF
