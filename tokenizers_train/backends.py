@@ -1,6 +1,11 @@
 """Trainers: HF byte-level BPE (optionally with phrase merges) and Unigram, sentencepiece Unigram and BPE,
 and the naive GPT-2 byte-level baseline. Each writes a finished tokenizer into an output folder.
 
+``TRAINERS`` is the one registry of backends (name -> :class:`Backend`): ``--backend``'s choices
+(``BACKENDS``), :func:`check_config` and :func:`train` read only it. A new backend is its training function
+and one :class:`Backend` entry in ``TRAINERS``, both in this module, where its helpers are (``hf_trainer`` pads
+and saves an HF tokenizer; ``byte_alphabet`` / ``char_alphabet`` are the vocabulary floors of the two kinds).
+
 Every trainer takes ``lines``: a callable returning a fresh iterator over the normalised training lines
 (the sample is streamed, and the phrase stage reads it a second time).
 
@@ -14,6 +19,7 @@ at encoding time they only fire once every word is complete. The result is one o
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import Counter
@@ -31,7 +37,6 @@ from corpus.normalize import normalize
 from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
-BACKENDS = ("hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe")
 N_RESERVED = 5
 SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
 VOCAB_MULTIPLE = 64
@@ -65,41 +70,75 @@ class TrainConfig:
     show_progress: bool = True
 
 
+@dataclass(frozen=True)
+class Backend:
+    """One training backend, as ``--backend NAME`` names it."""
+
+    name: str
+    # (config, lines, out_dir) -> the tokenizer file written into out_dir (which exists)
+    train: Callable[[TrainConfig, Lines, Path], Path]
+    # alphabet size of the training text -> (entries the vocabulary must exceed, what they are, in words)
+    alphabet: Callable[[int], tuple[int, str]]
+    phrase_merges: bool = False  # TrainConfig.phrase_fraction > 0 is possible
+    whole_graphemes: bool = False  # TrainConfig.whole_graphemes is possible
+
+
+def byte_alphabet(alphabet_size: int) -> tuple[int, str]:
+    """A byte-level model's floor: the 256 bytes and the special tokens, whatever the text."""
+    return BYTE_ALPHABET + len(SPECIAL_TOKENS), "the 256-byte alphabet"
+
+
+def char_alphabet(alphabet_size: int) -> tuple[int, str]:
+    """A character model with byte fallback (sentencepiece): every character, the 256 byte pieces, the special
+    tokens and UNK."""
+    return (alphabet_size + BYTE_ALPHABET + len(SPECIAL_TOKENS) + 1,
+            f"the {alphabet_size} distinct characters of the training text, 256 byte pieces")
+
+
+def hf_trainer(train_tokenizer: Callable[[TrainConfig, Lines], Tokenizer]) -> Callable[[TrainConfig, Lines, Path], Path]:
+    """A :attr:`Backend.train` from a function returning an HF tokenizer: padded to the vocabulary, saved."""
+
+    def train_into(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
+        return _save_hf(_pad_vocab(train_tokenizer(config, lines), config.vocab_size), out_dir)
+
+    return train_into
+
+
+def backend_named(name: str) -> Backend:
+    """The registered backend ``name``; :class:`TrainingError` naming the known ones otherwise."""
+    if name not in TRAINERS:
+        raise TrainingError(f"unknown backend {name!r}; expected one of {', '.join(TRAINERS)}")
+    return TRAINERS[name]
+
+
 def check_config(config: TrainConfig, alphabet_size: int) -> None:
     """Raise :class:`TrainingError` for an unknown backend or a vocabulary the backend cannot have."""
-    if config.backend not in BACKENDS:
-        raise TrainingError(f"unknown backend {config.backend!r}; expected one of {', '.join(BACKENDS)}")
+    chosen = backend_named(config.backend)
     if config.vocab_size % VOCAB_MULTIPLE:
         lower = config.vocab_size // VOCAB_MULTIPLE * VOCAB_MULTIPLE
         raise TrainingError(f"vocabulary size {config.vocab_size} is not a multiple of {VOCAB_MULTIPLE} (the "
                             f"model's embedding is sized from it); use {lower} or {lower + VOCAB_MULTIPLE}")
     if not 0 <= config.phrase_fraction < 1:
         raise TrainingError(f"phrase_fraction must be in [0, 1), got {config.phrase_fraction}")
-    if config.phrase_fraction and config.backend != "hf-bpe":
-        raise TrainingError(f"phrase merges exist only for hf-bpe, not {config.backend}")
-    if config.whole_graphemes and config.backend != "hf-bpe":
-        raise TrainingError(f"whole-grapheme training exists only for hf-bpe, not {config.backend}")
-    if config.backend.startswith("hf-"):
-        needed = BYTE_ALPHABET + len(SPECIAL_TOKENS)
-        what = "the 256-byte alphabet"
-    else:
-        needed = alphabet_size + BYTE_ALPHABET + len(SPECIAL_TOKENS) + 1
-        what = f"the {alphabet_size} distinct characters of the training text, 256 byte pieces"
+    if config.phrase_fraction and not chosen.phrase_merges:
+        raise TrainingError(f"phrase merges exist only for {_having('phrase_merges')}, not {config.backend}")
+    if config.whole_graphemes and not chosen.whole_graphemes:
+        raise TrainingError(f"whole-grapheme training exists only for {_having('whole_graphemes')}, not {config.backend}")
+    needed, what = chosen.alphabet(alphabet_size)
     if config.vocab_size <= needed:
         raise TrainingError(f"vocabulary size {config.vocab_size} is smaller than the alphabet: {what} and "
                             f"{len(SPECIAL_TOKENS)} special tokens need more than {needed} entries")
 
 
+def _having(option: str) -> str:
+    return ", ".join(name for name, b in TRAINERS.items() if getattr(b, option))
+
+
 def train(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
     """Train the configured backend on ``lines`` and write it into ``out_dir``; returns the tokenizer file."""
+    chosen = backend_named(config.backend)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if config.backend == "hf-bpe":
-        tok = _train_hf_bpe(config, lines)
-    elif config.backend == "hf-unigram":
-        tok = _train_hf_unigram(config, lines)
-    else:
-        return _train_spm(config, lines, out_dir)
-    return _save_hf(_pad_vocab(tok, config.vocab_size), out_dir)
+    return chosen.train(config, lines, out_dir)
 
 
 def train_naive(vocab_size: int, lines: Lines, out_dir: Path, show_progress: bool = True) -> Path:
@@ -239,13 +278,14 @@ def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
 
 
 def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
+    """Write ``tok`` as ``out_dir/tokenizer.json``, with the NFC normaliser encoding needs."""
     tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
     path = out_dir / "tokenizer.json"
     tok.save(str(path))
     return path
 
 
-def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
+def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
     """sentencepiece on pre-normalised text with the identity rule, so that nothing but corpus.normalize ever
     touches the text: no NFKC, no whitespace collapsing, ZWNJ/ZWJ kept as characters; every character kept
     (coverage 1.0) and bytes as a fallback for characters never seen."""
@@ -255,7 +295,7 @@ def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
             f.write(line + "\n")
     try:
         spm.SentencePieceTrainer.train(
-            input=str(text_path), model_prefix=str(out_dir / "tokenizer"), model_type=config.backend[4:],
+            input=str(text_path), model_prefix=str(out_dir / "tokenizer"), model_type=model_type,
             vocab_size=config.vocab_size, character_coverage=1.0, byte_fallback=True,
             normalization_rule_name="identity", remove_extra_whitespaces=False, add_dummy_prefix=False,
             split_digits=False, allow_whitespace_only_pieces=True, max_sentence_length=1 << 20,
@@ -274,6 +314,16 @@ def _train_spm(config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
     except spm_convert.ConversionError as e:
         raise TrainingError(f"{config.backend}: the tokenizer.json written beside the model would differ: {e}") from None
     return model
+
+
+TRAINERS: dict[str, Backend] = {b.name: b for b in (
+    Backend("hf-bpe", hf_trainer(_train_hf_bpe), byte_alphabet, phrase_merges=True, whole_graphemes=True),
+    Backend("hf-unigram", hf_trainer(_train_hf_unigram), byte_alphabet),
+    Backend("spm-unigram", functools.partial(_train_spm, "unigram"), char_alphabet),
+    Backend("spm-bpe", functools.partial(_train_spm, "bpe"), char_alphabet),
+)}
+# The names, in order, for --backend's choices: a live view, so a backend added to TRAINERS is a choice too.
+BACKENDS = TRAINERS.keys()
 
 
 def spm_encode(processor: spm.SentencePieceProcessor, text: str) -> list[int]:

@@ -6,12 +6,21 @@ Every adapter encodes batches without adding special tokens and treats special-t
 plain text, so token counts are those of the text alone. Token spans are UTF-8 byte offsets (see ``base``).
 
 Modules: ``base`` (the interface, shared array helpers), ``tiktoken``, ``hf``, ``sentencepiece`` (one per
-library), ``loading`` (names, paths, format detection).
+library; each defines its file formats), ``loading`` (names, paths, ``FORMATS``: the one list of formats).
 """
 
-from fertility.tokenizers.base import Encoded, Spans, Tokenizer, TokenizerLoadError, one_thread, worker_pool
+from fertility.tokenizers.base import (
+    Encoded,
+    Format,
+    Spans,
+    Tokenizer,
+    TokenizerLoadError,
+    one_thread,
+    worker_pool,
+)
 from fertility.tokenizers.hf import GPT2_PATTERN, QWEN_PATTERN, HFTokenizer
 from fertility.tokenizers.loading import (
+    FORMATS,
     KNOWN_TOKENIZERS,
     SHIPPED_TOKENIZER_DIR,
     TOKENIZER_DIR_ENV,
@@ -29,8 +38,8 @@ from fertility.tokenizers.tiktoken import (
 )
 
 __all__ = [
-    "CL100K_PATTERN", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN", "QWEN_PATTERN",
-    "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "HFTokenizer", "SentencePieceTokenizer",
-    "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known", "load_tokenizer", "one_thread",
-    "read_tiktoken_ranks", "worker_pool",
+    "CL100K_PATTERN", "FORMATS", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN",
+    "QWEN_PATTERN", "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "Format", "HFTokenizer",
+    "SentencePieceTokenizer", "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known",
+    "load_tokenizer", "one_thread", "read_tiktoken_ranks", "worker_pool",
 ]

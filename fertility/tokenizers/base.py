@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,10 +26,11 @@ import regex
 
 from common.errors import InputError
 
-_BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
-_EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
-_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
-_WHITESPACE_PIECES = regex.compile(r"\S+")
+# Special tokens that begin / end a document, most specific first: an adapter takes the first its vocabulary has.
+BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endoftext|>", "<|startoftext|>", "<EOT>")
+EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a byte-fallback piece's spelling
+WHITESPACE_PIECES = regex.compile(r"\S+")  # the pieces of a model with no regex pre-tokenizer
 
 
 
@@ -107,7 +108,7 @@ class Tokenizer(ABC):
     """A loaded tokenizer. Subclasses set the attributes below and implement the abstract methods."""
 
     name: str
-    kind: str  # "hf" | "sentencepiece" | "tiktoken" | "wordpiece"
+    kind: str  # the adapter's library or model kind: "hf", "sentencepiece", "tiktoken", "wordpiece", ...
     path: str
     vocab_size: int
     fingerprint: str  # sha256 over the tokenizer file bytes (uncompressed), in the order of its files
@@ -175,13 +176,47 @@ class Tokenizer(ABC):
         return f"{type(self).__name__}(name={self.name!r}, kind={self.kind!r}, vocab_size={self.vocab_size})"
 
 
-def _flatten(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Format:
+    """One tokenizer file format: how :func:`~fertility.tokenizers.loading.load_tokenizer` finds and loads it.
+
+    Each adapter module defines its formats; ``loading.FORMATS`` lists them, and that list is all that loading,
+    detection and the messages read. A file is claimed, across all of ``FORMATS``, first by its exact name
+    (``names``), then by how its name ends (``suffixes``), then by its content (``sniff``), last by the format
+    that takes ``any_file``; the first format in ``FORMATS`` wins within each step. A folder holds the first
+    file that the formats' ``in_folder`` patterns match, in the order of ``FORMATS``, and that file is then
+    claimed as above (a ``tokenizer.model`` may be sentencepiece or tiktoken).
+    """
+
+    what: str  # the format as messages name it: "HF tokenizer.json"
+    # (file, name, known name it was asked by or None) -> the tokenizer; raises TokenizerLoadError for a bad
+    # file (any other exception is reported as "not a valid <what>")
+    load: Callable[[Path, str, str | None], Tokenizer]
+    in_folder: tuple[str, ...]  # glob patterns a folder holds it under, the first wanted first
+    companions: tuple[str, ...] = ()  # files beside it that belong to it: vocab.json's merges.txt
+    names: tuple[str, ...] = ()  # whole file names, lower case
+    suffixes: tuple[str, ...] = ()  # file name endings, lower case
+    sniff: Callable[[Path], bool] | None = None  # True for a file with this format's content
+    any_file: bool = False  # takes a file no other format claims
+
+    @property
+    def layout(self) -> str:
+        """How a folder holds it, as messages say: ``vocab.json + merges.txt``."""
+        return " + ".join((self.in_folder[0], *self.companions))
+
+    def generic_names(self) -> set[str]:
+        """The file names that name this layout rather than a tokenizer (a tokenizer is named after its folder)."""
+        return {p for p in (*self.in_folder, *self.companions) if not any(c in p for c in "*?[")}
+
+
+def flatten(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's ids in one array, and each text's count."""
     counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     flat = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
     return flat, counts
 
 
-def _tile(lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def tile(lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Local (start, end) of tokens laid end to end within each text, from their byte lengths."""
     ends = np.cumsum(lengths)
     first = np.cumsum(counts) - counts
@@ -192,7 +227,7 @@ def _tile(lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return ends - lengths, ends
 
 
-def _char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Convert local character offsets (n, 2) of each text's tokens to local UTF-8 byte offsets."""
     cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
     char_bytes = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
@@ -205,7 +240,8 @@ def _char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.nd
     return starts, ends
 
 
-def _first_id(names: Sequence[str], lookup) -> int | None:
+def first_id(names: Sequence[str], lookup) -> int | None:
+    """The id ``lookup`` gives the first of ``names`` it knows, or None."""
     for name in names:
         i = lookup(name)
         if i is not None:
@@ -213,14 +249,16 @@ def _first_id(names: Sequence[str], lookup) -> int | None:
     return None
 
 
-def _sha256_files(paths: Sequence[Path]) -> str:
+def sha256_files(paths: Sequence[Path]) -> str:
+    """A tokenizer's fingerprint: sha256 over its files' (uncompressed) bytes, in order."""
     h = hashlib.sha256()
     for p in paths:
-        h.update(_read_maybe_gzip(p))
+        h.update(read_maybe_gzip(p))
     return h.hexdigest()
 
 
-def _read_maybe_gzip(path: Path) -> bytes:
+def read_maybe_gzip(path: Path) -> bytes:
+    """A file's bytes, gunzipped when it is gzip (by its magic, whatever its name)."""
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         try:
@@ -231,7 +269,7 @@ def _read_maybe_gzip(path: Path) -> bytes:
 
 
 
-def _regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
+def regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
     """(starts, ends, counts) of ``pattern``'s matches when they tile every text, else None.
 
     Byte-level BPE patterns match every character, so the matches' lengths are all that is needed, and
@@ -243,5 +281,5 @@ def _regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
     per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
     if not np.array_equal(per_text, [len(t) for t in texts]):
         return None
-    starts, ends = _tile(lengths, counts)
+    starts, ends = tile(lengths, counts)
     return starts, ends, counts

@@ -13,19 +13,20 @@ import numpy as np
 import regex
 
 from fertility.tokenizers.base import (
-    _BOS_NAMES,
-    _BYTE_PIECE,
-    _EOS_NAMES,
-    _WHITESPACE_PIECES,
+    BOS_NAMES,
+    BYTE_PIECE,
+    EOS_NAMES,
+    WHITESPACE_PIECES,
+    Format,
     Spans,
     Tokenizer,
     TokenizerLoadError,
-    _char_to_byte_spans,
-    _first_id,
-    _flatten,
-    _regex_pieces,
-    _sha256_files,
-    _tile,
+    char_to_byte_spans,
+    first_id,
+    flatten,
+    regex_pieces,
+    sha256_files,
+    tile,
 )
 
 # HF tokenizers' ByteLevel(use_regex=True) split (GPT-2's pattern, as written in the tokenizers source).
@@ -75,7 +76,7 @@ class HFTokenizer(Tokenizer):
         tok.encode_special_tokens = True  # "<|endoftext|>" in the text is text, not a control token
         self._tok = tok
         self.name, self.kind, self.path = name, kind, str(files[0])
-        self.fingerprint = _sha256_files(files)
+        self.fingerprint = sha256_files(files)
         vocab = tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(tok.get_vocab_size(with_added_tokens=True), max(vocab.values(), default=-1) + 1)
         config = json.loads(tok.to_str())
@@ -89,11 +90,11 @@ class HFTokenizer(Tokenizer):
             self._unk_table[vocab[unk]] = True
         if model.get("byte_fallback"):
             for token, i in vocab.items():
-                self._byte_table[i] = bool(_BYTE_PIECE.fullmatch(token))
+                self._byte_table[i] = bool(BYTE_PIECE.fullmatch(token))
         self._piece_pattern = _pretokenizer_regex(config.get("pre_tokenizer"))
         specials = {t.content for t in tok.get_added_tokens_decoder().values()}
-        self.bos_id = _first_id([n for n in _BOS_NAMES if n in specials], self.token_to_id)
-        self.eos_id = _first_id([n for n in _EOS_NAMES if n in specials], self.token_to_id)
+        self.bos_id = first_id([n for n in BOS_NAMES if n in specials], self.token_to_id)
+        self.eos_id = first_id([n for n in EOS_NAMES if n in specials], self.token_to_id)
 
     @functools.cached_property
     def _byte_len(self) -> np.ndarray:
@@ -116,19 +117,19 @@ class HFTokenizer(Tokenizer):
     def encode_spans(self, texts: Sequence[str]) -> Spans:
         texts = list(texts)
         if self._byte_level and self._keeps_byte_lengths(texts):
-            ids, counts = _flatten(self.encode_ids(texts))
+            ids, counts = flatten(self.encode_ids(texts))
             lengths = self._byte_len[ids]
             per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
             if np.array_equal(per_text, [len(t.encode()) for t in texts]):
-                starts, ends = _tile(lengths, counts)
+                starts, ends = tile(lengths, counts)
                 unk, byte = self._flags(ids)
                 return Spans(ids, starts, ends, counts, unk, byte)
         # A normaliser changed the text (or the model is not byte-level): use the library's alignment.
         encodings = self._tok.encode_batch(texts, add_special_tokens=False)
-        ids, counts = _flatten([e.ids for e in encodings])
+        ids, counts = flatten([e.ids for e in encodings])
         offsets = np.fromiter(chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)),
                               dtype=np.int64, count=2 * ids.size).reshape(-1, 2)
-        starts, ends = _char_to_byte_spans(texts, offsets, counts)
+        starts, ends = char_to_byte_spans(texts, offsets, counts)
         unk, byte = self._flags(ids)
         return Spans(ids, starts, ends, counts, unk, byte)
 
@@ -150,11 +151,11 @@ class HFTokenizer(Tokenizer):
             return [m.span() for m in self._piece_pattern.finditer(text)]
         pre = self._tok.pre_tokenizer
         if pre is None:
-            return [m.span() for m in _WHITESPACE_PIECES.finditer(text)]
+            return [m.span() for m in WHITESPACE_PIECES.finditer(text)]
         return [span for _, span in pre.pre_tokenize_str(text)]
 
     def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        found = _regex_pieces(self._piece_pattern, texts) if self._piece_pattern is not None else None
+        found = regex_pieces(self._piece_pattern, texts) if self._piece_pattern is not None else None
         return found or super().pretokenize_batch(texts)
 
     def token_to_id(self, token: str) -> int | None:
@@ -189,10 +190,22 @@ def _pretokenizer_regex(config: dict | None) -> regex.Pattern | None:
     return None
 
 
-def _gpt2_style(vocab: Path, merges: Path, name: str) -> HFTokenizer:
+def load_tokenizer_json(path: Path, name: str, preset: str | None = None) -> HFTokenizer:
+    """An HF ``tokenizer.json`` as it is."""
+    from tokenizers import Tokenizer as HFTok
+
+    return HFTokenizer(HFTok.from_file(str(path)), name, "hf", [path])
+
+
+def load_vocab_merges(vocab: Path, name: str, preset: str | None = None) -> HFTokenizer:
+    """A GPT-2 style ``vocab.json`` with ``merges.txt`` beside it: GPT-2's byte-level pre-tokenizer, except the
+    name ``qwen2.5`` (Qwen's regex and NFC)."""
     from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers
     from tokenizers import Tokenizer as HFTok
 
+    merges = vocab.with_name("merges.txt")
+    if not merges.exists():
+        raise TokenizerLoadError(f"{vocab}: expected merges.txt beside it for a GPT-2 style BPE")
     tok = HFTok(models.BPE.from_file(str(vocab), str(merges)))
     if name == "qwen2.5":
         tok.normalizer = normalizers.NFC()
@@ -208,7 +221,8 @@ def _gpt2_style(vocab: Path, merges: Path, name: str) -> HFTokenizer:
     return HFTokenizer(tok, name, "hf", [vocab, merges])
 
 
-def _wordpiece(vocab: Path, name: str) -> HFTokenizer:
+def load_wordpiece(vocab: Path, name: str, preset: str | None = None) -> HFTokenizer:
+    """A WordPiece ``vocab.txt``, one token per line."""
     from tokenizers import Tokenizer as HFTok
     from tokenizers import decoders, models, normalizers, pre_tokenizers
 
@@ -222,3 +236,9 @@ def _wordpiece(vocab: Path, name: str) -> HFTokenizer:
     specials = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if tok.token_to_id(t) is not None]
     tok.add_special_tokens(specials)
     return HFTokenizer(tok, name, "wordpiece", [vocab])
+
+
+TOKENIZER_JSON = Format("HF tokenizer.json", load_tokenizer_json, in_folder=("tokenizer.json",), suffixes=(".json",))
+VOCAB_MERGES = Format("GPT-2 style vocab.json + merges.txt", load_vocab_merges, in_folder=("vocab.json",),
+                      companions=("merges.txt",), names=("vocab.json",))
+WORDPIECE = Format("WordPiece vocab.txt", load_wordpiece, in_folder=("vocab.txt",), suffixes=(".txt",))

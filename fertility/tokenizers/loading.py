@@ -1,19 +1,20 @@
-"""``load_tokenizer``: a known name (resolved in a tokenizer folder), a path of any format, or a loaded tokenizer."""
+"""``load_tokenizer``: a known name (resolved in a tokenizer folder), a path of any format, or a loaded tokenizer.
+
+``FORMATS`` is the one list of file formats (each a :class:`~fertility.tokenizers.base.Format`, defined in its
+adapter's module); detection, folder lookup and the messages read only it. A new format is its adapter module
+(the tokenizer class, a loader and its ``Format``) plus one entry here; where it stands in the list decides
+which format wins a tie (see ``Format``). ``KNOWN_TOKENIZERS`` is a separate catalogue: names for files laid out
+in a tokenizer folder, of any format.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
-import re
 from pathlib import Path
 
-from fertility.tokenizers.base import (
-    Tokenizer,
-    TokenizerLoadError,
-)
-from fertility.tokenizers.hf import HFTokenizer, _gpt2_style, _wordpiece
-from fertility.tokenizers.sentencepiece import SentencePieceTokenizer
-from fertility.tokenizers.tiktoken import TiktokenTokenizer
+from fertility.tokenizers import hf, sentencepiece, tiktoken
+from fertility.tokenizers.base import Format, Tokenizer, TokenizerLoadError
 
 SHIPPED_TOKENIZER_DIR = Path(__file__).resolve().parents[2] / "data" / "tokenizers"
 TOKENIZER_DIR_ENV = "FERTILITY_TOKENIZER_DIR"
@@ -36,7 +37,14 @@ KNOWN_TOKENIZERS: dict[str, str] = {
     "bangla-bert-base": "bangla-bert-base/vocab.txt",
     "bnlp-bn-spm": "bnlp-bn-spm/bn_spm.model",
 }
-_TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/=]+ \d+\s*$")
+# In a folder, the first of these found is taken: tokenizer.json, vocab.json, vocab.txt, tokenizer.model, *.tiktoken.
+FORMATS: tuple[Format, ...] = (
+    hf.TOKENIZER_JSON,
+    hf.VOCAB_MERGES,
+    hf.WORDPIECE,
+    sentencepiece.SENTENCEPIECE,
+    tiktoken.TIKTOKEN,
+)
 
 
 
@@ -44,9 +52,10 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     """Load a tokenizer from a known name, a path, or pass a :class:`Tokenizer` through.
 
     A known name (see ``KNOWN_TOKENIZERS``) is looked up in ``tokenizer_dir``, then ``$FERTILITY_TOKENIZER_DIR``,
-    then the repository's ``data/tokenizers``. Any other spec is a path: a ``tokenizer.json``; a ``vocab.json``
-    (with ``merges.txt`` beside it) or a folder holding both; a WordPiece ``vocab.txt``; a tiktoken ranks file
-    (``.tiktoken``, ``.tiktoken.gz``, or any name with that content); a sentencepiece model (any name).
+    then the repository's ``data/tokenizers``. Any other spec is a path: a file of one of ``FORMATS`` (a
+    ``tokenizer.json``; a ``vocab.json`` with ``merges.txt`` beside it; a WordPiece ``vocab.txt``; a tiktoken
+    ranks file, ``.tiktoken``, ``.tiktoken.gz`` or any name with that content; a sentencepiece model, any name)
+    or a folder holding one.
     An unchanged file is loaded once per process and the same object returned: copy it before changing it.
     """
     if isinstance(spec, Tokenizer):
@@ -114,56 +123,43 @@ def _resolve_known(name: str, tokenizer_dir: str | Path | None) -> Path:
 
 
 def _name_for(path: Path) -> str:
-    generic = {"tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt"}
+    generic = set().union(*(f.generic_names() for f in FORMATS))
     return path.parent.name if path.name in generic and path.parent.name else path.name
+
+
+def format_of(path: Path) -> Format:
+    """The format of the file ``path``, claimed as :class:`~fertility.tokenizers.base.Format` says."""
+    lower = path.name.lower()
+    for claims in (lambda f: lower in f.names, lambda f: lower.endswith(f.suffixes),
+                   lambda f: f.sniff is not None and f.sniff(path), lambda f: f.any_file):
+        for fmt in FORMATS:
+            if claims(fmt):
+                return fmt
+    raise TokenizerLoadError(f"{path}: not a file of a known tokenizer format ({_one_of(f.what for f in FORMATS)})")
+
+
+def tokenizer_file_in(folder: Path) -> Path:
+    """The tokenizer file a folder holds: the first match of the formats' ``in_folder`` patterns, in order."""
+    for fmt in FORMATS:
+        for pattern in fmt.in_folder:
+            found = sorted(p for p in folder.glob(pattern) if p.exists())
+            if found:
+                return found[0]
+    raise TokenizerLoadError(f"{folder}: no tokenizer file found (expected {_one_of(f.layout for f in FORMATS)})")
+
+
+def _one_of(items) -> str:
+    *rest, last = items
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 def _load_path(path: Path, name: str, preset: str | None = None) -> Tokenizer:
     if path.is_dir():
-        for candidate in ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model"):
-            if (path / candidate).exists():
-                return _load_path(path / candidate, name, preset)
-        tiktoken_files = sorted(path.glob("*.tiktoken")) + sorted(path.glob("*.tiktoken.gz"))
-        if tiktoken_files:
-            return _load_path(tiktoken_files[0], name, preset)
-        raise TokenizerLoadError(
-            f"{path}: no tokenizer file found (expected tokenizer.json, vocab.json + merges.txt, vocab.txt, "
-            "tokenizer.model or *.tiktoken)"
-        )
-    lower = path.name.lower()
-    if lower == "vocab.json":
-        merges = path.with_name("merges.txt")
-        if not merges.exists():
-            raise TokenizerLoadError(f"{path}: expected merges.txt beside it for a GPT-2 style BPE")
-        return _guarded(path, "GPT-2 style vocab.json + merges.txt", lambda: _gpt2_style(path, merges, name))
-    if lower.endswith(".json"):
-        return _guarded(path, "HF tokenizer.json", lambda: _hf_json(path, name))
-    if lower.endswith(".txt"):
-        return _guarded(path, "WordPiece vocab.txt", lambda: _wordpiece(path, name))
-    if lower.endswith((".tiktoken", ".tiktoken.gz")) or _looks_like_tiktoken(path):
-        return _guarded(path, "tiktoken ranks file", lambda: TiktokenTokenizer(path, name, preset))
-    return SentencePieceTokenizer(path, name)
-
-
-def _hf_json(path: Path, name: str) -> HFTokenizer:
-    from tokenizers import Tokenizer as HFTok
-
-    return HFTokenizer(HFTok.from_file(str(path)), name, "hf", [path])
-
-
-def _guarded(path: Path, what: str, load) -> Tokenizer:
+        return _load_path(tokenizer_file_in(path), name, preset)
+    fmt = format_of(path)
     try:
-        return load()
+        return fmt.load(path, name, preset)
     except TokenizerLoadError:
         raise
     except Exception as e:  # tokenizers/tiktoken raise bare Exception subclasses for unreadable files
-        raise TokenizerLoadError(f"{path}: not a valid {what} ({type(e).__name__}: {e})") from None
-
-
-def _looks_like_tiktoken(path: Path) -> bool:
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    if head[:2] == b"\x1f\x8b":
-        return True
-    first = head.split(b"\n", 1)[0]
-    return bool(_TIKTOKEN_LINE.match(first))
+        raise TokenizerLoadError(f"{path}: not a valid {fmt.what} ({type(e).__name__}: {e})") from None

@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from fertility.tokenizers.base import (
-    _WHITESPACE_PIECES,
+    WHITESPACE_PIECES,
+    Format,
     Spans,
     Tokenizer,
     TokenizerLoadError,
-    _flatten,
-    _sha256_files,
+    flatten,
     in_one_thread,
+    sha256_files,
 )
 
 
@@ -35,7 +36,7 @@ class SentencePieceTokenizer(Tokenizer):
         except (RuntimeError, OSError) as e:
             raise TokenizerLoadError(f"{path}: not a sentencepiece model ({e})") from None
         self.name, self.path = name, str(path)
-        self.fingerprint = _sha256_files([path])
+        self.fingerprint = sha256_files([path])
         self.vocab_size = self._sp.get_piece_size()
         sp = self._sp
         self._unk_table = np.array([sp.is_unknown(i) for i in range(self.vocab_size)], dtype=bool)
@@ -58,7 +59,7 @@ class SentencePieceTokenizer(Tokenizer):
         (its protobuf output costs several times the encoding, so it is the exception, not the rule)."""
         texts = list(texts)
         ids_lists = self._sp.encode(texts, add_bos=False, add_eos=False)
-        ids, counts = _flatten(ids_lists)
+        ids, counts = flatten(ids_lists)
         lengths = self._piece_bytes[ids]
         ends = np.cumsum(lengths)
         first = np.cumsum(counts) - counts
@@ -103,7 +104,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def pretokenize(self, text: str) -> list[tuple[int, int]]:
         # sentencepiece has no regex pre-tokenizer; by default no piece crosses whitespace.
-        return [m.span() for m in _WHITESPACE_PIECES.finditer(text)]
+        return [m.span() for m in WHITESPACE_PIECES.finditer(text)]
 
     def token_to_id(self, token: str) -> int | None:
         i = self._sp.piece_to_id(token)
@@ -134,3 +135,12 @@ def _spread_byte_runs(starts: np.ndarray, ends: np.ndarray, byte: np.ndarray, co
     starts[idx] = run_end[run_of] - length[run_of] + (idx - first[run_of])
     ends[idx] = starts[idx] + 1
     return starts, ends
+
+
+def load_sentencepiece(path: Path, name: str, preset: str | None = None) -> SentencePieceTokenizer:
+    """A sentencepiece model, whatever its file name."""
+    return SentencePieceTokenizer(path, name)
+
+
+# Any file no other format claims: sentencepiece models have no fixed name (tokenizer.gemma, bn_spm.model).
+SENTENCEPIECE = Format("sentencepiece model", load_sentencepiece, in_folder=("tokenizer.model",), any_file=True)

@@ -4,6 +4,7 @@ the file's SHA-256, then by its rank count."""
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,16 +14,17 @@ import regex
 
 from fertility.tokenizers.base import (
     WORKERS,
+    Format,
     Spans,
     Tokenizer,
     TokenizerLoadError,
-    _first_id,
-    _flatten,
-    _read_maybe_gzip,
-    _regex_pieces,
-    _sha256_files,
-    _tile,
+    first_id,
+    flatten,
     in_one_thread,
+    read_maybe_gzip,
+    regex_pieces,
+    sha256_files,
+    tile,
     worker_pool,
 )
 
@@ -101,7 +103,7 @@ _TIKTOKEN_PRESETS = [
 def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
     """The mergeable ranks of a tiktoken file (``base64-token rank`` per line; ``.gz`` accepted)."""
     ranks: dict[bytes, int] = {}
-    for line_no, line in enumerate(_read_maybe_gzip(path).splitlines(), start=1):
+    for line_no, line in enumerate(read_maybe_gzip(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -126,7 +128,7 @@ class TiktokenTokenizer(Tokenizer):
 
         super().__init__()
         ranks = read_tiktoken_ranks(path)
-        self.fingerprint = _sha256_files([path])
+        self.fingerprint = sha256_files([path])
         preset = _tiktoken_preset(preset_name, self.fingerprint, len(ranks))
         specials = preset.specials()
         try:
@@ -145,8 +147,8 @@ class TiktokenTokenizer(Tokenizer):
             self._byte_len[i] = len(token.encode())
         self._unk_table = np.zeros(self.vocab_size, dtype=bool)
         self._byte_table = np.zeros(self.vocab_size, dtype=bool)
-        self.bos_id = _first_id(("<|begin_of_text|>", "<|endoftext|>"), specials.get)
-        self.eos_id = _first_id(("<|end_of_text|>", "<|endoftext|>"), specials.get)
+        self.bos_id = first_id(("<|begin_of_text|>", "<|endoftext|>"), specials.get)
+        self.eos_id = first_id(("<|end_of_text|>", "<|endoftext|>"), specials.get)
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         if in_one_thread():
@@ -160,9 +162,9 @@ class TiktokenTokenizer(Tokenizer):
         step = max(1, -(-len(texts) // WORKERS))
         slices = worker_pool().map(lambda a: [self._enc.encode_ordinary(t) for t in texts[a:a + step]],
                                    range(0, len(texts), step))
-        ids, counts = _flatten([ids for part in slices for ids in part])
+        ids, counts = flatten([ids for part in slices for ids in part])
         # Byte-level BPE is lossless: each token's bytes, laid end to end, are exactly the text's bytes.
-        starts, ends = _tile(self._byte_len[ids], counts)
+        starts, ends = tile(self._byte_len[ids], counts)
         unk, byte = self._flags(ids)
         return Spans(ids, starts, ends, counts, unk, byte)
 
@@ -173,7 +175,7 @@ class TiktokenTokenizer(Tokenizer):
         return [m.span() for m in self._pattern.finditer(text)]
 
     def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _regex_pieces(self._pattern, texts) or super().pretokenize_batch(texts)
+        return regex_pieces(self._pattern, texts) or super().pretokenize_batch(texts)
 
     def token_to_id(self, token: str) -> int | None:
         if token in self._specials:
@@ -197,3 +199,20 @@ def _tiktoken_preset(name: str | None, sha256: str, n_ranks: int) -> _TiktokenPr
                 return preset
     # An unrecognised ranks file: cl100k's pattern is the most common choice for byte-level BPE of this kind.
     return _TiktokenPreset("custom", CL100K_PATTERN, n_ranks, None)
+
+
+_TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/=]+ \d+\s*$")
+
+
+def looks_like_tiktoken(path: Path) -> bool:
+    """True for a gzip file or one whose first line is ``BASE64TOKEN RANK`` (llama3's ``tokenizer.model``)."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        return True
+    first = head.split(b"\n", 1)[0]
+    return bool(_TIKTOKEN_LINE.match(first))
+
+
+TIKTOKEN = Format("tiktoken ranks file", TiktokenTokenizer, in_folder=("*.tiktoken", "*.tiktoken.gz"),
+                  suffixes=(".tiktoken", ".tiktoken.gz"), sniff=looks_like_tiktoken)

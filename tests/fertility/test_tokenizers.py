@@ -283,3 +283,44 @@ def test_one_thread_encodes_the_same_ids_on_the_calling_thread(gpt2, o200k, monk
         monkeypatch.setattr(o200k._enc, "encode_ordinary_batch", None)
         assert [gpt2.encode_ids(texts), o200k.encode_ids(texts)] == want
     assert os.environ["TOKENIZERS_PARALLELISM"] == "true" and not base.in_one_thread()  # restored
+
+
+def test_a_format_is_one_entry_in_formats(tmp_path, monkeypatch):
+    """A toy format made here and added to FORMATS (as its one entry in loading.py would be) loads by file and
+    by folder through load_tokenizer, and the messages that list the formats name it."""
+    from tokenizers import Tokenizer as HFTok
+    from tokenizers import models, pre_tokenizers
+
+    from fertility.tokenizers import FORMATS, Format, HFTokenizer, loading
+
+    def load_words(path, name, preset):
+        words = path.read_text(encoding="utf-8").split()
+        tok = HFTok(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        return HFTokenizer(tok, name, "words", [path])
+
+    words = Format("word list", load_words, in_folder=("tokenizer.words",), suffixes=(".words",))
+    monkeypatch.setattr(loading, "FORMATS", (*FORMATS, words))
+    folder = tmp_path / "bn-words"
+    folder.mkdir()
+    (folder / "tokenizer.words").write_text("আমি বাংলায় গান গাই।\n", encoding="utf-8")
+    by_folder = load_tokenizer(str(folder))
+    assert by_folder.kind == "words" and by_folder.name == "bn-words"  # a layout's file name: the folder's name
+    (e,) = check_contract(by_folder, ["আমি গান lost"])
+    assert e.ids == [1, 3, 0] and e.unk == [False, False, True]
+    (tmp_path / "list.words").write_text("a b c\n", encoding="utf-8")
+    by_file = load_tokenizer(str(tmp_path / "list.words"))
+    assert by_file.name == "list.words" and by_file.encode_ids(["c a"]) == [[3, 1]]
+    (tmp_path / "bad.words").write_bytes(b"\xff\xfe not UTF-8")
+    with pytest.raises(TokenizerLoadError, match=r"bad\.words: not a valid word list \(UnicodeDecodeError"):
+        load_tokenizer(str(tmp_path / "bad.words"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TokenizerLoadError, match=r"empty: no tokenizer file found \(expected tokenizer\.json, "
+                       r"vocab\.json \+ merges\.txt, vocab\.txt, tokenizer\.model, \*\.tiktoken or tokenizer\.words\)"):
+        load_tokenizer(str(tmp_path / "empty"))
+    # the shipped formats still win their own files: sentencepiece takes what no other format claims
+    assert load_tokenizer(str(tmp_path / "list.words")) is by_file
+    monkeypatch.setattr(loading, "FORMATS", (words,))  # without a format that takes any file
+    (tmp_path / "x.bin").write_bytes(b"\x00")
+    with pytest.raises(TokenizerLoadError, match=r"x\.bin: not a file of a known tokenizer format \(word list\)"):
+        load_tokenizer(str(tmp_path / "x.bin"))

@@ -137,3 +137,45 @@ def test_every_backend_round_trips_the_shared_bangla_and_english(trained, shared
     for backend in ("spm-unigram", "spm-bpe"):
         sp = spm.SentencePieceProcessor(model_file=str(trained[backend]))
         assert _roundtrip_failures(lambda x, sp=sp: backends.spm_encode(sp, x), sp.decode, lines) == []
+
+
+def test_a_backend_is_one_entry_in_trainers(sample_lines, tmp_path, monkeypatch, capsys):
+    """A toy backend made here and added to TRAINERS (as its one entry in backends.py would be) is checked,
+    trained and offered by --backend through the normal entry points, and listed where backends are listed."""
+    from collections import Counter
+
+    from tokenizers import models, pre_tokenizers
+
+    from tokenizers_train import cli
+
+    def train_words(config, lines):
+        counts = Counter(w for line in lines() for w in line.split())
+        n_words = config.vocab_size - len(backends.SPECIAL_TOKENS) - 1
+        words = ["<|unk|>"] + [w for w, _ in counts.most_common(n_words)]
+        tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<|unk|>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tok.add_special_tokens(backends.SPECIAL_TOKENS)
+        return tok
+
+    toy = backends.Backend("toy-words", backends.hf_trainer(train_words),
+                           lambda n: (n + len(backends.SPECIAL_TOKENS), f"the {n} characters"))
+    monkeypatch.setitem(backends.TRAINERS, toy.name, toy)
+    with pytest.raises(backends.TrainingError, match="expected one of hf-bpe, hf-unigram, spm-unigram, spm-bpe, "
+                       "toy-words$"):
+        backends.check_config(backends.TrainConfig(backend="wordpiece"), 120)
+    with pytest.raises(backends.TrainingError, match="phrase merges exist only for hf-bpe, not toy-words"):
+        backends.check_config(backends.TrainConfig(backend="toy-words", phrase_fraction=0.2), 120)
+    with pytest.raises(backends.TrainingError, match="the 120 characters and 8 special tokens need more than 128"):
+        backends.check_config(backends.TrainConfig(backend="toy-words", vocab_size=128), 120)
+    config = backends.TrainConfig(backend="toy-words", vocab_size=1024, show_progress=False)
+    backends.check_config(config, 120)
+    path = backends.train(config, sample_lines, tmp_path / "toy")
+    tok = fertility.load_tokenizer(str(path))
+    assert path == tmp_path / "toy" / "tokenizer.json" and tok.vocab_size == 1024  # padded like every HF backend
+    (word, _), = Counter(w for line in sample_lines() for w in line.split()).most_common(1)
+    assert tok.encode_ids([word]) == [[1]] and tok.id_to_token(1) == word  # trained: the commonest word after UNK
+    args = cli.build_parser().parse_args(["--text", "bn=x.txt", "--out", "o", "--backend", "toy-words"])
+    assert cli.config_from(args).train.backend == "toy-words"
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["--text", "bn=x.txt", "--out", "o", "--backend", "nope"])
+    assert exit_.value.code == 2 and "'spm-bpe', 'toy-words'" in capsys.readouterr().err
