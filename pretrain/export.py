@@ -23,14 +23,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from common.fileio import atomic_write_text, file_sha256, write_json
+from common.fileio import atomic_write_text, file_sha256, umask, write_json
 from common.outdir import staging_dir
-from pretrain.model import GPT, GPTConfig
+from pretrain.model import GPT, GPTConfig, parameter_counts
 from pretrain.reference import to_hf
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -115,10 +116,14 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         tok.save_pretrained(staging)
         provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
                       "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
+                      "parameters": asdict(parameter_counts(model.cfg)),
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         write_json(staging / "export.json", provenance)
         atomic_write_text(staging / "README.md", card)
+        for path in staging.iterdir():  # safetensors writes its file 0600: give each file ordinary permissions
+            if path.is_file():
+                path.chmod(0o666 & ~umask())
         if out.exists():  # made by someone else meanwhile: never overwrite
             raise ExportError(f"{out} appeared during the export; export never overwrites, pick another --out")
         staging.rename(out)
