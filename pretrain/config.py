@@ -72,7 +72,7 @@ class TrainConfig:
     dtype: str = "auto"  # "auto" (bf16 on CUDA, fp32 on CPU) | "bf16" | "fp32"
     compile: str = "auto"  # "auto" (on CUDA) | "yes" | "no"
     fsdp: str = "auto"  # under torchrun: "auto" (FSDP2 when DDP would not fit) | "yes" | "no"
-    threads: int = 0  # torch CPU threads; 0 = torch's default
+    threads: int = 0  # torch CPU threads; 0 = pretrain.hardware.cpu_threads (the usable cores less one)
     tensorboard: bool = True
     preflight_steps: int = 3  # measured optimizer steps in the preflight burst; 0 skips the burst
     supervisor: bool = True

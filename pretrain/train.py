@@ -41,7 +41,7 @@ from pretrain.config import RunConfig
 from pretrain.data import BatchSampler, DataError, Dataset, check_compatible
 from pretrain.distributed import Runtime
 from pretrain.faults import FaultPlan
-from pretrain.hardware import mfu, peak_flops
+from pretrain.hardware import cpu_threads, mfu, peak_flops
 from pretrain.model import GPTConfig, build_model
 from pretrain.step import batch_layout, lr_at, make_optimizer, train_step
 
@@ -81,8 +81,7 @@ class Trainer:
         if state and GPTConfig(**state["config"]["model"]) != cfg.model:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        torch.set_num_threads(cfg.train.threads or cpu_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         self.model = build_model(cfg.model, cfg.train.seed).to(runtime.device)
         self.compile = cfg.train.compile == "yes" or (cfg.train.compile == "auto" and runtime.device.type == "cuda")
         self.wrapped = distributed.wrap(self.model, runtime, self.compile)
