@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from common.errors import InputError
-from common.fileio import atomic_write_text, file_sha256, write_json
+from common.fileio import atomic_write_text, file_sha256, umask, write_json
 from common.outdir import check_output_dir, publish_dir, staging_dir
-from pretrain.model import GPT, GPTConfig
+from pretrain.model import GPT, GPTConfig, parameter_counts
 from pretrain.reference import to_hf
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -117,10 +118,14 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         tok.save_pretrained(staging)
         provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
                       "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
+                      "parameters": asdict(parameter_counts(model.cfg)),
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
         write_json(staging / "export.json", provenance)
         atomic_write_text(staging / "README.md", card)
+        for path in staging.iterdir():  # safetensors writes its file 0600: give each file ordinary permissions
+            if path.is_file():
+                path.chmod(0o666 & ~umask())
         publish_dir(staging, out, command="pretrain export")
     return out
 

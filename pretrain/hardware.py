@@ -1,10 +1,12 @@
-"""What a device can do: the dense bf16 peak FLOP/s by GPU model, for MFU.
+"""What a device can do: the dense bf16 peak FLOP/s by GPU model, for MFU, and the CPU thread default.
 
 MFU = flops_per_token x tokens/s / (peak FLOP/s x world size), with flops_per_token = 6N + 12 L d T
 (`pretrain.model.GPT.flops_per_token`).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -27,3 +29,14 @@ def peak_flops(device: torch.device) -> float | None:
 def mfu(flops_per_token: float, tokens_per_s: float, peak: float | None, world_size: int = 1) -> float | None:
     """Model FLOPs utilisation, or None where the peak is unknown."""
     return flops_per_token * tokens_per_s / (peak * world_size) if peak else None
+
+
+def cpu_threads(processes: int = 1) -> int:
+    """torch's intra-op threads for a run that sets none (``train.threads`` 0): the cores this process may
+    use (its affinity mask, which a container or ``taskset`` narrows) shared among the ``processes`` of the
+    run on this machine, less one for the supervisor, the data reads and everything else; at least 1.
+    torch's own default takes every core, and on a 2-core machine with anything else running its threads
+    wait on each other: there `tiny` ran at 0.25x to 0.46x the tokens/s of one thread, even at a load average
+    of 0.2 (benchmarks/bench_threads.py; docs/pretrain.md)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(cores // processes - 1, 1)

@@ -204,19 +204,16 @@ class GPT(nn.Module):
             else:
                 nn.init.normal_(p, mean=0.0, std=self.cfg.init_std)
 
-    def num_params(self, non_embedding: bool = False) -> int:
-        """Parameter count (shared tensors once); ``non_embedding`` leaves out the input embedding table,
-        which is a lookup, not a matmul (with tied embeddings it is the output head and stays counted)."""
-        n = sum(p.numel() for p in self.parameters())
-        if non_embedding and not self.cfg.tie_embeddings:
-            n -= self.tok_emb.weight.numel()
-        return n
+    def num_params(self) -> int:
+        """Parameter count of the tensors (shared ones once); :func:`parameter_counts` has the figures the
+        reports print, from the shapes."""
+        return sum(p.numel() for p in self.parameters())
 
     def flops_per_token(self, seq_len: int | None = None) -> float:
         """Training FLOPs per token: 6N for the matmuls (forward + backward) plus the attention scores and
         weighted sum, 12 * n_layer * n_embd * seq_len (PaLM appendix B; nanoGPT's estimate_mfu)."""
         t = seq_len or self.cfg.block_size
-        return 6 * self.num_params(non_embedding=True) + 12 * self.cfg.n_layer * self.cfg.n_embd * t
+        return 6 * parameter_counts(self.cfg).matmul + 12 * self.cfg.n_layer * self.cfg.n_embd * t
 
     def compile_blocks(self, backend: str = "inductor", mode: str | None = None) -> None:
         """Regional compilation: one compiled block forward shared by every block (parameters are graph
@@ -357,3 +354,39 @@ def build_model(cfg: GPTConfig, seed: int) -> GPT:
     the random-init twin that evaluation compares against)."""
     torch.manual_seed(seed)
     return GPT(cfg)
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    """The parameter figures of a model shape, defined here once for every report (preflight, plan, model
+    card, export, bench via ``flops_per_token``).
+
+    * ``non_embedding``: every parameter but the token-embedding table; with tied embeddings that table is
+      also the output head, so the head goes with it (RoPE has no position table). This is what
+      ``transformers``' ``num_parameters(exclude_embeddings=True)`` counts, so the export gives the same.
+    * trained vs exported: training pads the vocabulary tables from the tokenizer's ``vocab`` rows to
+      ``padded_vocab`` (a multiple of 128); the export keeps only the ``vocab`` rows (padded ids are never
+      predicted), so an untied model's non-embedding count (its head) differs between the two, a tied one's not.
+    * ``matmul``: the weights every token is multiplied by in training, the N of the 6N FLOPs per token:
+      ``non_embedding`` plus the output head with its padded rows when it is the tied table.
+    """
+
+    vocab: int
+    padded_vocab: int
+    total: int
+    non_embedding: int
+    exported_total: int
+    exported_non_embedding: int
+    matmul: int
+
+
+def parameter_counts(cfg: GPTConfig) -> ParameterCounts:
+    """The :class:`ParameterCounts` of ``GPT(cfg)`` and of its export, from the shapes alone."""
+    tables = 1 if cfg.tie_embeddings else 2  # vocabulary-sized tables: embedding, and the head unless tied
+    total = count_parameters(cfg)
+    exported = total - (cfg.vocab_size - cfg.real_vocab_size) * cfg.n_embd * tables
+    non_embedding = total - cfg.vocab_size * cfg.n_embd
+    return ParameterCounts(vocab=cfg.real_vocab_size, padded_vocab=cfg.vocab_size, total=total,
+                           non_embedding=non_embedding, exported_total=exported,
+                           exported_non_embedding=exported - cfg.real_vocab_size * cfg.n_embd,
+                           matmul=non_embedding + (cfg.vocab_size * cfg.n_embd if cfg.tie_embeddings else 0))

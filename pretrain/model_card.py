@@ -17,7 +17,7 @@ from typing import Any
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
 from pretrain.config import RunConfig
-from pretrain.model import count_parameters
+from pretrain.model import parameter_counts
 
 
 @dataclass
@@ -132,16 +132,23 @@ def _header(inputs: CardInputs) -> list[str]:
 
 def _model_section(inputs: CardInputs) -> list[str]:
     m = inputs.config.model
-    total = count_parameters(m)
-    embedding = m.vocab_size * m.n_embd * (1 if m.tie_embeddings else 2)
-    return ["## Model", "", "| | |", "|---|---|",
+    c = parameter_counts(m)
+    # What the non-embedding count leaves out, in this model's terms (pretrain.model.ParameterCounts).
+    left_out = "the token-embedding table, which is also the output head" if m.tie_embeddings else \
+        "the token-embedding table; the output head counted"
+    rows = ["## Model", "", "| | |", "|---|---|",
             "| architecture | `LlamaForCausalLM` (pre-norm decoder: RoPE, RMSNorm, SwiGLU, no biases) |",
-            f"| parameters | {total:,} ({total - embedding:,} without the embedding tables) |",
-            f"| layers / hidden size / heads | {m.n_layer} / {m.n_embd} / {m.n_head} (head dim {m.head_dim}) |",
-            f"| SwiGLU width | {m.ffn_hidden} |", f"| context | {m.block_size} tokens |",
-            f"| vocabulary | {m.vocab_size:,} (the tokenizer's, padded to a multiple of 64) |",
-            f"| tied embeddings | {'yes' if m.tie_embeddings else 'no'} |", f"| RoPE theta | {m.rope_theta:g} |",
-            f"| weights | {inputs.dtype} |", ""]
+            f"| parameters | {c.exported_total:,} ({c.exported_non_embedding:,} non-embedding: without {left_out}) |",
+            f"| vocabulary | {c.vocab:,} ids, the tokenizer's (`vocab_size` in config.json) |"]
+    if c.padded_vocab != c.vocab:
+        rows.append(f"| as trained | {c.total:,} parameters ({c.non_embedding:,} non-embedding): the vocabulary "
+                    f"tables were padded from {c.vocab:,} to {c.padded_vocab:,} rows (a multiple of 128); the "
+                    "padded ids were never predicted and are not exported |")
+    return rows + [
+        f"| layers / hidden size / heads | {m.n_layer} / {m.n_embd} / {m.n_head} (head dim {m.head_dim}) |",
+        f"| SwiGLU width | {m.ffn_hidden} |", f"| context | {m.block_size} tokens |",
+        f"| tied embeddings | {'yes' if m.tie_embeddings else 'no'} |", f"| RoPE theta | {m.rope_theta:g} |",
+        f"| weights | {inputs.dtype} |", ""]
 
 
 def _tokenizer_section(inputs: CardInputs) -> list[str]:
@@ -189,7 +196,7 @@ def _training_section(inputs: CardInputs) -> list[str]:
                    f"constant, and a linear decay to {o.lr * o.min_lr_ratio:g} over the last "
                    f"{o.decay_fraction:.0%} of the steps (WSD)")
                 + f" at step {c.train.max_steps:,}")
-    params = count_parameters(c.model)
+    params = parameter_counts(c.model).exported_total
     return ["## Training", "", "| | |", "|---|---|",
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",
             f"| tokens seen | {inputs.tokens_seen:,} ({inputs.tokens_seen / params:.3g} per parameter) |",
@@ -240,7 +247,7 @@ def render(inputs: CardInputs) -> str:
     langs = ", ".join(_languages(inputs)) or "its training languages"
     lines = _header(inputs) + [
         f"# {inputs.name}", "",
-        f"A {count_parameters(m) / 1e6:.1f}M-parameter causal language model ({langs}) trained from scratch with "
+        f"A {parameter_counts(m).exported_total / 1e6:.1f}M-parameter causal language model ({langs}) trained from scratch with "
         f"`pretrain` (bangla-tokfair): preset `{inputs.config.model_preset}`, step {inputs.step:,}, "
         f"{_tokens(inputs.tokens_seen)} training tokens.", ""]
     lines += _model_section(inputs) + _tokenizer_section(inputs) + _data_section(inputs)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pretrain.config import RunConfig
 from pretrain.hardware import PEAK_FLOPS
-from pretrain.model import LOSS_CHUNK_ELEMENTS, count_parameters
+from pretrain.model import LOSS_CHUNK_ELEMENTS, count_parameters, parameter_counts
 from pretrain.step import batch_layout, lr_at
 
 # The throughput assumed when none is given: this MFU on an H100 SXM (the floor for bangla-0.4b).
@@ -92,9 +92,9 @@ def run_plan(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, 
         raise ValueError("the plan needs train.max_steps or train.token_budget (a time budget alone is sized by "
                          "the preflight's measured steps)")
     _, accum = batch_layout(cfg, world_size)
-    n = count_parameters(m)
-    non_embedding = n - (0 if m.tie_embeddings else m.vocab_size * m.n_embd)
-    flops = 6 * non_embedding + 12 * m.n_layer * m.n_embd * cfg.seq_len
+    counts = parameter_counts(m)
+    n, non_embedding = counts.total, counts.non_embedding
+    flops = 6 * counts.matmul + 12 * m.n_layer * m.n_embd * cfg.seq_len
     assumed = tokens_per_s <= 0
     if assumed:
         tokens_per_s = ASSUMED_MFU * ASSUMED_PEAK * world_size / flops

@@ -29,7 +29,7 @@ from corpus.verify import verify_shards
 from pretrain import distributed, plan
 from pretrain.checkpoint import load_checkpoint, rng_state, set_rng_state
 from pretrain.hardware import mfu
-from pretrain.model import build_model
+from pretrain.model import build_model, parameter_counts
 from pretrain.step import make_optimizer, train_step
 from pretrain.train import Trainer
 
@@ -204,8 +204,9 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         except ImportError as e:
             problems.append(f"train.tensorboard is on but cannot be used ({e}); install tensorboard or set "
                             "train.tensorboard=no")
-    model = {"preset": cfg.model_preset, "parameters": trainer.model.num_params(),
-             "non_embedding_parameters": trainer.model.num_params(non_embedding=True),
+    counts = parameter_counts(cfg.model)
+    model = {"preset": cfg.model_preset, "parameters": counts.total, "non_embedding_parameters": counts.non_embedding,
+             "vocab_size": counts.vocab, "padded_vocab_size": counts.padded_vocab,
              "flops_per_token": trainer.flops_per_token}
     batch = {"global_batch_tokens": cfg.train.global_batch_tokens, "sequences": trainer.sequences,
              "seq_len": cfg.seq_len, "micro_batch": cfg.data.micro_batch, "accumulation": trainer.accum,
@@ -264,8 +265,8 @@ def format_report(report: PreflightReport) -> str:
              f"  tokens  {report.data['tokenizer_check']}",
              f"  device  {d.get('name')} ({d['device']}), torch {d['torch']}, autocast {d['autocast']}, "
              f"compile {d['compile']}, world {d['world_size']}",
-             f"  model   {m['parameters']:,} parameters ({m['non_embedding_parameters']:,} non-embedding), "
-             f"{m['flops_per_token'] / 1e9:.3f} GFLOP/token",
+             f"  model   {m['parameters']:,} parameters ({m['non_embedding_parameters']:,} non-embedding), vocabulary "
+             f"{m['vocab_size']:,} padded to {m['padded_vocab_size']:,}, {m['flops_per_token'] / 1e9:.3f} GFLOP/token",
              f"  batch   {b['global_batch_tokens']:,} tokens = {b['sequences']} x {b['seq_len']}; micro-batch "
              f"{b['micro_batch']} x {b['accumulation']} accumulation",
              f"  memory  ~{report.memory['total_bytes'] / GiB:.2f} GiB per device (estimate)"]

@@ -42,7 +42,7 @@ from pretrain.config import RunConfig
 from pretrain.data import BatchSampler, DataError, Dataset, check_compatible
 from pretrain.distributed import Runtime
 from pretrain.faults import FaultPlan
-from pretrain.hardware import mfu, peak_flops
+from pretrain.hardware import cpu_threads, mfu, peak_flops
 from pretrain.model import GPTConfig, build_model
 from pretrain.step import batch_layout, lr_at, make_optimizer, train_step
 
@@ -82,8 +82,7 @@ class Trainer:
         if state and GPTConfig(**state["config"]["model"]) != cfg.model:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        torch.set_num_threads(cfg.train.threads or cpu_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         if runtime.device.type == "cuda":
             # The fp32 pieces (norms, the loss's upcast logits) may use TF32 tensor cores, as in `pretrain bench`.
             torch.set_float32_matmul_precision("high")

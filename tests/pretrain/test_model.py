@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pretrain.config import apply_overrides, preset
-from pretrain.model import GPT, GPTConfig, count_parameters, model_config, pad_vocab
+from pretrain.model import GPT, GPTConfig, count_parameters, model_config, pad_vocab, parameter_counts
 
 GPT2_VOCAB = 50257
 
@@ -42,7 +42,7 @@ def test_bangla_04b_is_about_04b_parameters_on_meta_device():
     expected = 2 * 50304 * 1024 + 24 * (4 * 1024**2 + 3 * 1024 * 2816 + 2 * 1024) + 1024
     assert n == expected == count_parameters(cfg)
     assert 0.38e9 < n < 0.45e9
-    assert model.num_params(non_embedding=True) == n - 50304 * 1024
+    assert parameter_counts(cfg).non_embedding == parameter_counts(cfg).matmul == n - 50304 * 1024
 
 
 def test_forward_shapes_and_initial_loss_near_uniform():
@@ -125,7 +125,7 @@ def test_sampling_keeps_to_the_top_k_and_is_reproducible():
 def test_flops_per_token_is_6n_plus_attention():
     cfg = small_config()
     model = GPT(cfg)
-    assert model.flops_per_token() == 6 * model.num_params(non_embedding=True) + 12 * 2 * 32 * 32
+    assert model.flops_per_token() == 6 * (model.num_params() - 256 * 32) + 12 * 2 * 32 * 32  # untied: all but the table
 
 
 def test_preset_and_overrides():

@@ -11,7 +11,7 @@ import pytest
 from corpus.shards import Manifest
 from pretrain.checkpoint import load_checkpoint
 from pretrain.cli import main
-from pretrain.model import GPTConfig, count_parameters
+from pretrain.model import GPTConfig, parameter_counts
 from pretrain.model_card import matching_evaluation
 
 
@@ -36,8 +36,10 @@ def test_the_card_renders_the_runs_architecture_data_training_and_evaluation(tin
     header = _front_matter(card)
     assert header[:3] == ["language:", "- bn", "- en"] and "library_name: transformers" in header
     state = load_checkpoint(ckpt)
-    params = count_parameters(GPTConfig(**state["config"]["model"]))
-    assert f"| parameters | {params:,} " in card and "| layers / hidden size / heads | 2 / 64 / 4" in card
+    counts = parameter_counts(GPTConfig(**state["config"]["model"]))  # gpt2's 50,257 ids, padded to 50,304
+    assert f"| parameters | {counts.exported_total:,} ({counts.non_embedding:,} non-embedding" in card
+    assert "| vocabulary | 50,257 ids" in card and f"| as trained | {counts.total:,} parameters" in card
+    assert "| layers / hidden size / heads | 2 / 64 / 4" in card
     manifest = Manifest.load(shards)
     train = manifest.split("train")[0]
     total = sum(train.tokens_by_language.values())
