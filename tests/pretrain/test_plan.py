@@ -83,10 +83,12 @@ def test_the_loss_chunk_in_the_memory_estimate_is_never_larger_than_the_micro_ba
 
 # ------------------------------------------------------------------------------------------------ memory
 
-# Runs `pretrain launch` and writes its own peak resident bytes (ru_maxrss is KiB on Linux) to argv[1].
-_PEAK_RSS = ("import json, resource, sys; from pretrain.cli import main; code = main(sys.argv[2:]); "
-             "open(sys.argv[1], 'w').write(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)); "
-             "sys.exit(code)")
+# Runs `pretrain launch` and writes its own peak resident bytes to argv[1]: VmHWM, the high-water mark of this
+# process's own memory. Not ru_maxrss: Linux keeps that across exec, so a child forked from a pytest process
+# of 2 GiB (late in the full suite) reports 2 GiB whatever it did itself.
+_PEAK_RSS = ("import json, re, sys; from pretrain.cli import main; code = main(sys.argv[2:]); "
+             "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1); "
+             "open(sys.argv[1], 'w').write(json.dumps(int(hwm) * 1024)); sys.exit(code)")
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = {  # `tiny` itself, where one chunk of logits dominates; an untied one where the 16 bytes/parameter do
     "tiny": ["--micro-batch", "8", "--global-batch-tokens", "1024"],
