@@ -79,3 +79,71 @@ def assert_input_error(code: int, stderr: str, *names: str, exit_code: int = 2) 
 def input_error():
     """:func:`assert_input_error` as a fixture."""
     return assert_input_error
+
+
+def assert_stopped_by_signal(code: int, stderr: str, signum: int) -> None:
+    """The contract for a signal: exit 128 + its number, stderr one line naming it, no traceback."""
+    import signal
+
+    assert code == 128 + signum, (code, stderr)
+    assert "Traceback" not in stderr and len(stderr.splitlines()) == 1, stderr
+    assert signal.Signals(signum).name in stderr, stderr
+
+
+@pytest.fixture
+def stopped_by_signal():
+    """:func:`assert_stopped_by_signal` as a fixture."""
+    return assert_stopped_by_signal
+
+
+# The contract cases every command shares, by name, and what each finds at OUT before the command runs.
+OUT_STATES = {"--out a folder of the user's, --overwrite": "theirs", "--out an earlier result, no --overwrite": "ours",
+              "--out is an existing file": "file beside", "--out is the folder of the text, --overwrite": "marked inputs"}
+
+
+def plant_out_state(case: str, out: Path, inputs: Path) -> None:
+    """Lay out what contract case ``case`` finds at OUT (:data:`OUT_STATES`): ``"theirs"`` (an empty folder
+    of the user's, filled by ``user_files``), ``"ours"`` (an earlier result of this project, with a
+    ``result.json``), ``"file beside"`` (a file of the user's beside OUT), ``"marked inputs"`` (the inputs
+    lie in a folder that carries the project's marker); other cases find nothing there."""
+    from common.outdir import MARKER
+
+    state = OUT_STATES.get(case)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if state in ("theirs", "ours"):
+        out.mkdir()
+    if state == "ours":
+        (out / MARKER).write_text('{"written_by": "bangla-tokfair"}')
+        (out / "result.json").write_text('{"previous": true}')
+    if state == "file beside":
+        (out.parent / "notes.txt").write_text("the user's notes")
+    if state == "marked inputs":
+        (inputs / MARKER).write_text("{}")  # the inputs lie in an earlier output folder: still never replaced
+
+
+def list_tree(root: Path) -> list[Path]:
+    """Every path below ``root``, relative to it: compared before and after, nothing added or removed."""
+    return sorted(p.relative_to(root) for p in root.rglob("*"))
+
+
+@pytest.fixture
+def plant_out():
+    """:func:`plant_out_state` as a fixture."""
+    return plant_out_state
+
+
+@pytest.fixture
+def tree():
+    """:func:`list_tree` as a fixture."""
+    return list_tree
+
+
+@pytest.fixture(scope="session")
+def sample_head():
+    """``sample_head("bn/x.txt.gz", n)``: the first ``n`` lines of a shipped sample file, as text."""
+    import gzip
+
+    def head(name: str, lines: int) -> str:
+        return "\n".join(gzip.decompress((SAMPLE / name).read_bytes()).decode().splitlines()[:lines]) + "\n"
+
+    return head

@@ -13,25 +13,19 @@ import pytest
 from common.outdir import MARKER
 from fertility.cli import main
 
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
-
-
-def head(path: Path, lines: int) -> str:
-    return "\n".join(gzip.decompress(path.read_bytes()).decode().splitlines()[:lines]) + "\n"
-
 
 @pytest.fixture
-def data(tmp_path: Path) -> Path:
+def data(tmp_path: Path, sample_head) -> Path:
     """The user's input folder: small bn/en texts, a parallel pair, a FLORES folder and some bad files."""
     data = tmp_path / "data"
     data.mkdir()
-    (data / "bn.txt").write_text(head(SAMPLE / "bn" / "literature-bnarchive.txt.gz", 30), encoding="utf-8")
-    (data / "en.txt").write_text(head(SAMPLE / "en" / "wiki-en-chinapedia.txt.gz", 30), encoding="utf-8")
+    (data / "bn.txt").write_text(sample_head("bn/literature-bnarchive.txt.gz", 30), encoding="utf-8")
+    (data / "en.txt").write_text(sample_head("en/wiki-en-chinapedia.txt.gz", 30), encoding="utf-8")
     for code in ("ben_Beng", "eng_Latn"):
-        (data / f"{code}.txt").write_text(head(SAMPLE / "parallel" / f"{code}.txt.gz", 20), encoding="utf-8")
+        (data / f"{code}.txt").write_text(sample_head(f"parallel/{code}.txt.gz", 20), encoding="utf-8")
         (data / "flores" / "devtest").mkdir(parents=True, exist_ok=True)
         (data / "flores" / "devtest" / f"{code}.devtest").write_text(
-            head(SAMPLE / "parallel" / f"{code}.txt.gz", 20), encoding="utf-8")
+            sample_head(f"parallel/{code}.txt.gz", 20), encoding="utf-8")
     (data / "short.txt").write_text("one\ntwo\n", encoding="utf-8")
     (data / "latin1.txt").write_bytes("ভালো\n".encode() + b"caf\xe9\n")
     (data / "docs.jsonl").write_text(json.dumps({"text": "ভালো"}) + "\n", encoding="utf-8")
@@ -48,13 +42,6 @@ def call(argv: list[str], capsys) -> tuple[int, str]:
     except SystemExit as e:  # argparse's errors (one line, exit 2) end the parse
         code = e.code
     return code, capsys.readouterr().err
-
-
-def _previous_report(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text('{"written_by": "bangla-tokfair"}')
-    (folder / "report.json").write_text('{"previous": true}')
-    return folder
 
 
 # case -> (arguments given data folder D and OUT O, the names the error line must hold). "gpt2" is the
@@ -106,7 +93,7 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--out in a read-only place": (["--text", bn, "--out", "/proc/1/fertility/rep"], ["/proc/1", "not writable"]),
         "--out a folder of the user's, --overwrite": (["--text", bn, "--out", str(o), "--overwrite"],
                                                      [str(o), "did not write"]),
-        "--out a previous report, no --overwrite": (["--text", bn, "--out", str(o)], [str(o), "--overwrite"]),
+        "--out an earlier result, no --overwrite": (["--text", bn, "--out", str(o)], [str(o), "--overwrite"]),
     }
 
 
@@ -114,19 +101,11 @@ CASES = list(cases(Path("D"), Path("O")))
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_files):
+def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_files, plant_out, tree):
     import fertility.analysis
 
     out = tmp_path / "out" / "rep"
-    out.parent.mkdir()
-    if case == "--out a folder of the user's, --overwrite":
-        out.mkdir()
-    if case == "--out a previous report, no --overwrite":
-        _previous_report(out)
-    if case == "--out is an existing file":
-        (out.parent / "notes.txt").write_text("the user's notes")
-    if case == "--out is the folder of the text, --overwrite":
-        (data / MARKER).write_text("{}")  # the text lies in an earlier output folder: still never replaced
+    plant_out(case, out, data)
     args, names = cases(data, out)[case]
     if "--tokenizer" not in args:
         args = ["--tokenizer", "gpt2", *args]
@@ -134,7 +113,7 @@ def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_
         args = [*args, "--out", str(out)]
     planted = [data, out.parent] + ([out] if out.is_dir() else [])
     files = user_files(*planted)
-    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    before = tree(tmp_path)
     monkeypatch.chdir(out.parent)  # "." and ".." are then the user's folders
     monkeypatch.setattr(fertility.analysis, "prepare_batch",
                         lambda *a: pytest.fail("the analysis started before the input was checked"))
@@ -143,9 +122,9 @@ def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_
 
     input_error(code, err, *names)
     assert files.unchanged()
-    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing added or removed
-    if case == "--out a previous report, no --overwrite":
-        assert json.loads((out / "report.json").read_text()) == {"previous": True}
+    assert tree(tmp_path) == before  # nothing added or removed
+    if case == "--out an earlier result, no --overwrite":
+        assert json.loads((out / "result.json").read_text()) == {"previous": True}
 
 
 def test_there_are_enough_cases():

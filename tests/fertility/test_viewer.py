@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,7 @@ import fertility
 from fertility.viewer import token_spans
 
 PLANTED = "<script>window.planted = 1; alert('planted')</script> & <b>bold</b>"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def test_spans_escape_text_and_mark_cuts(gpt2):
@@ -55,43 +51,32 @@ def test_page_holds_bangla_and_no_planted_markup(report_page):
     assert page.index("id='summary'") < page.index('id="viewer"') < page.index("<h2>Figures</h2>")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (make install installs it)")
-def test_viewer_in_headless_chromium(report_page):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is installed by make install")
-    problems, dialogs = [], []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
-            page.on("pageerror", lambda e: problems.append(str(e)))
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.goto(report_page.as_uri(), wait_until="load")
-            assert problems == [] and dialogs == []
-            assert page.evaluate("window.planted") is None  # the planted script did not run
-            spans = page.locator(".viewer .tok")
-            assert spans.count() > 50
-            assert page.locator(".viewer .tok.cut").count() > 0  # gpt2 cuts Bangla clusters
-            first = spans.first.get_attribute("title")
-            assert first.startswith("id ") and "| bytes " in first
-            english = page.locator('.viewer .sentence[lang="en"] .tokens').first.inner_text()
-            assert PLANTED in english  # shown as the text it is
-            bangla = page.locator('.viewer .sentence[lang="bn"] .tokens').first
-            assert any("\u0980" <= ch <= "\u09ff" for ch in bangla.inner_text())
-            # Real glyphs, not boxes: two different Bengali letters in the viewer's font draw differently
-            # (missing glyphs all draw the same empty box) and draw something.
-            drawn = page.evaluate("""() => {
-                const font = getComputedStyle(document.querySelector('.viewer .tokens')).fontFamily;
-                const c = document.createElement('canvas'); c.width = 80; c.height = 80;
-                const x = c.getContext('2d');
-                const draw = ch => { x.clearRect(0, 0, 80, 80); x.font = '48px ' + font; x.fillText(ch, 8, 60);
-                                     return x.getImageData(0, 0, 80, 80).data.join(','); };
-                const ka = draw('\\u0995'), ma = draw('\\u09ae'), blank = draw(' ');
-                return {differ: ka !== ma, inked: ka !== blank};
-            }""")
-            assert drawn == {"differ": True, "inked": True}
-            OUTPUT.mkdir(exist_ok=True)
-            page.locator("#viewer").screenshot(path=str(OUTPUT / "fertility-viewer.png"))
-            page.screenshot(path=str(OUTPUT / "fertility-report.png"), full_page=False)
-        finally:
-            browser.close()
+def test_viewer_in_headless_chromium(report_page, browser_page):
+    with browser_page(1200, 900) as (page, problems, dialogs):
+        page.goto(report_page.as_uri(), wait_until="load")
+        assert problems == [] and dialogs == []
+        assert page.evaluate("window.planted") is None  # the planted script did not run
+        spans = page.locator(".viewer .tok")
+        assert spans.count() > 50
+        assert page.locator(".viewer .tok.cut").count() > 0  # gpt2 cuts Bangla clusters
+        first = spans.first.get_attribute("title")
+        assert first.startswith("id ") and "| bytes " in first
+        english = page.locator('.viewer .sentence[lang="en"] .tokens').first.inner_text()
+        assert PLANTED in english  # shown as the text it is
+        bangla = page.locator('.viewer .sentence[lang="bn"] .tokens').first
+        assert any("\u0980" <= ch <= "\u09ff" for ch in bangla.inner_text())
+        # Real glyphs, not boxes: two different Bengali letters in the viewer's font draw differently
+        # (missing glyphs all draw the same empty box) and draw something.
+        drawn = page.evaluate("""() => {
+            const font = getComputedStyle(document.querySelector('.viewer .tokens')).fontFamily;
+            const c = document.createElement('canvas'); c.width = 80; c.height = 80;
+            const x = c.getContext('2d');
+            const draw = ch => { x.clearRect(0, 0, 80, 80); x.font = '48px ' + font; x.fillText(ch, 8, 60);
+                                 return x.getImageData(0, 0, 80, 80).data.join(','); };
+            const ka = draw('\\u0995'), ma = draw('\\u09ae'), blank = draw(' ');
+            return {differ: ka !== ma, inked: ka !== blank};
+        }""")
+        assert drawn == {"differ": True, "inked": True}
+        OUTPUT.mkdir(exist_ok=True)
+        page.locator("#viewer").screenshot(path=str(OUTPUT / "fertility-viewer.png"))
+        page.screenshot(path=str(OUTPUT / "fertility-report.png"), full_page=False)
