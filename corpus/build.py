@@ -58,7 +58,7 @@ from corpus.shards import (
     encode_shard,
     read_header,
 )
-from fertility.text import TextSource
+from fertility.text import TextSource, input_paths
 
 WORK_DIR = ".work"
 STAGE_SUFFIX = ".building"
@@ -243,11 +243,6 @@ def _current(arguments: dict) -> dict:
     return {k: v for k, v in arguments.items() if k != "previous"}
 
 
-def _input_paths(sources: list[TextSource]) -> list[str]:
-    """The sources that are paths on this machine (what --out must keep apart from)."""
-    return [s.spec for s in sources if "://" not in s.spec and not s.spec.startswith("hf:")]
-
-
 def _published(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, overwrite: bool,
                inputs: list[str]) -> tuple[Manifest | None, bool]:
     """Before any work, what OUT holds: ``(manifest, True)`` when it is this very build already (a rerun does
@@ -399,7 +394,7 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     checked = check_inputs(config, executor)
     _check_work_dir(work_dir)
     existing, done = _published(out_dir, checked.info, args, append=append, overwrite=overwrite,
-                                inputs=_input_paths(checked.sources))
+                                inputs=input_paths(checked.sources))
     if done:
         return existing, None
     with _staged(out_dir, {"arguments": args, "append": append}) as stage:
@@ -485,7 +480,7 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     _check_work_dir(work_dir)
     if out_dir is not None:
         # The later build's --out: held to the same policy now, so that it is refused before the ingest.
-        check_output_dir(out_dir, overwrite=True, inputs=_input_paths(checked.sources))
+        check_output_dir(out_dir, overwrite=True, inputs=input_paths(checked.sources))
         with _staged(Path(out_dir), None) as stage:
             return prepare(config, _work_url(stage, work_dir), executor, checked=checked)
     if work_dir is not None:
