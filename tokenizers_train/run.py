@@ -174,16 +174,13 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     if balance:
         full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars).values())
         probe_chars = min(config.probe_chars, full // 4)
-        for _ in range(targeting.N_PROBES):
-            train_round(shares, probe_chars, probe=True)
-            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
-    for _ in range(config.goal.max_rounds):
-        last = train_round(shares, config.sample_chars, probe=False)
-        if last.met or not config.goal.active:
-            break
-        if balance:
-            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
-        else:
+        targeting.balance(lambda s, probe: train_round(s, probe_chars if probe else config.sample_chars, probe),
+                          shares, config.goal)
+    else:
+        for _ in range(config.goal.max_rounds):
+            last = train_round(shares, config.sample_chars, probe=False)
+            if last.met or not config.goal.active:
+                break
             shares = targeting.next_shares(shares, last.chars_per_token, last.floors)
     full_rounds = [r for r in rounds if not r.probe]
     chosen = full_rounds[-1]
