@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             result = train_ours(config_from(build_parser().parse_args(argv_ours)))
             rounds = result.report["rounds"]
             trained["ours"] = (result.tokenizer, time.perf_counter() - start, {
-                "rounds": len(rounds), "probes": sum(r["probe"] for r in rounds),
+                "rounds": [{k: r[k] for k in ("probe", "shares", "chars_per_token", "met", "seconds", "sample_chars")}
+                           for r in rounds], "probes": sum(r["probe"] for r in rounds),
                 "chosen_round": result.report["chosen_round"], "notes": result.report["data"]["notes"]})
         for variant in ("base", "window"):
             if f"parity-{variant}" in peers:

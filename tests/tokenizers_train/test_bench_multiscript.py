@@ -28,5 +28,6 @@ def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_to
         assert r["max_premium"] == r["premium"]["bn"]
         assert r["gini"] == pytest.approx(bench_multiscript.gini([1.0, r["premium"]["bn"]]), abs=1e-4)
     assert results["ours"]["probes"] == 2
+    assert len(results["ours"]["rounds"]) >= 3 and results["ours"]["rounds"][0]["probe"]
     printed = capsys.readouterr().out
     assert all(name in printed for name in results)
