@@ -17,7 +17,7 @@ from common.errors import InputError
 from fertility.balance import Balance, balance
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
-from fertility.premium import ParallelError, ParallelMetrics, premium, read_parallel
+from fertility.premium import Fairness, ParallelError, ParallelMetrics, fairness, premium, read_parallel
 from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
@@ -49,6 +49,11 @@ class TokenizerReport:
     balance: Balance
     seconds: float
     samples: dict[str, list[list[TokenSegment]]] = field(default_factory=dict)  # the viewer's sentences' tokens
+    reference: str = "en"  # the parallel text's reference language (the premiums' denominator)
+
+    def fairness(self) -> Fairness | None:
+        """Premiums against the reference, their maximum and the Gini coefficient (None without parallel)."""
+        return fairness(self.parallel, self.reference)
 
     def to_dict(self) -> dict:
         return {
@@ -61,6 +66,7 @@ class TokenizerReport:
             "languages": {k: m.to_dict() for k, m in self.languages.items()},
             "scripts": {k: m.to_dict() for k, m in self.scripts.items()},
             "parallel": {k: p.to_dict() for k, p in self.parallel.items()},
+            "fairness": f.to_dict() if (f := self.fairness()) else None,
             "balance": self.balance.to_dict(),
             "traps": [t.to_dict() for t in self.traps],
             "sample_tokens": {lang: [[[t.token_id, t.byte_start, t.byte_end, t.cuts_cluster] for t in sentence]
@@ -89,6 +95,8 @@ class Report:
             "parallel_texts": self.parallel_texts,
             "samples": self.samples,
             "tokenizers": [t.to_dict() for t in self.tokenizers],
+            # the summary's fairness table: per tokenizer, premiums, max premium and Gini (parallel text only)
+            "summary": {"fairness": {t.name: f.to_dict() for t in self.tokenizers if (f := t.fairness())}},
         }
 
     def tokenizer(self, name: str) -> TokenizerReport:
@@ -178,7 +186,8 @@ def analyze(
         seconds[i] += time.perf_counter() - start
         viewer = {lang: [token_segments(tok, text) for text in texts] for lang, texts in samples.items()}
         reports.append(TokenizerReport(tok.name, tok.kind, tok.path, tok.fingerprint, tok.vocab_size, languages,
-                                       scripts, par, find_traps(scripts), balance(languages), seconds[i], viewer))
+                                       scripts, par, find_traps(scripts), balance(languages), seconds[i], viewer,
+                                       reference))
     return Report(reports, text_info, dict(parallel_text.sources) if parallel_text else {}, reference, max_chars,
                   detail_every, samples)
 

@@ -121,6 +121,40 @@ def premium(tok: Tokenizer, text: ParallelText, reference: str) -> dict[str, Par
     return out
 
 
+def gini(values: Sequence[float]) -> float:
+    """The Gini coefficient of ``values``: the mean absolute difference over all ordered pairs, divided by
+    twice the mean; 0 when all are equal, (n - 1) / n when one holds everything. TokEval's fairness figure,
+    applied to the token counts of the same content in each language."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or x.sum() <= 0:
+        return 0.0
+    return float(np.abs(x[:, None] - x[None, :]).sum() / (2 * x.size * x.sum()))
+
+
+@dataclass
+class Fairness:
+    """One tokenizer on parallel text: how unequal the languages' costs for the same content are."""
+
+    reference: str
+    premium: dict[str, float]  # every language's total-token premium against the reference (1 for itself)
+    max_premium: float  # the largest premium of a language other than the reference
+    gini: float  # Gini coefficient of the languages' token counts (reference included)
+
+    def to_dict(self) -> dict:
+        return {"reference": self.reference, "premium": {k: round(v, 6) for k, v in self.premium.items()},
+                "max_premium": round(self.max_premium, 6), "gini": round(self.gini, 6)}
+
+
+def fairness(parallel: Mapping[str, ParallelMetrics], reference: str) -> Fairness | None:
+    """The premium table, its maximum and the Gini coefficient of the token counts, for any number of
+    languages; None without parallel text (or with the reference alone)."""
+    others = [k for k in parallel if k != reference]
+    if reference not in parallel or not others:
+        return None
+    return Fairness(reference, {k: p.premium for k, p in parallel.items()},
+                    max(parallel[k].premium for k in others), gini([p.tokens for p in parallel.values()]))
+
+
 def _token_counts(tok: Tokenizer, sentences: Sequence[str]) -> np.ndarray:
     counts: list[int] = []
     for i in range(0, len(sentences), ENCODE_BATCH):

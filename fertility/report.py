@@ -64,6 +64,10 @@ def terminal_table(report: Report) -> str:
         lines.append(f"(chars/tok and premium are exact; the other columns are estimated from one block of text in "
                      f"{report.detail_every}: intervals in report.json, --detail-every 1 for exact figures)")
     for t in report.tokenizers:
+        if f := t.fairness():
+            lines.append(f"FAIRNESS {t.name} (parallel text, vs {f.reference}): max premium {f.max_premium:.3f}, "
+                         f"Gini {f.gini:.4f}")
+    for t in report.tokenizers:
         for trap in t.traps:
             lines.append(f"TRAP {t.name} / {trap.script} [{trap.rule}]: {trap.cause}")
         for warning in t.balance.warnings:
@@ -85,6 +89,9 @@ EXPLANATIONS = (
     ("ceiling", "characters per pre-tokenizer piece: no vocabulary behind this pre-tokenizer can exceed it"),
     ("premium", "tokens for the same sentences over the reference language's tokens (parallel text): 1 is parity"),
     ("verdict", "the traps found per script (details at the end), or OK"),
+    ("max premium", "the largest premium of any language against the reference: 1 is parity"),
+    ("Gini", "Gini coefficient of the languages' token counts for the same sentences: 0 when every language "
+             "costs the same, up to (n - 1) / n when one language takes all the tokens"),
 )
 # Scripts with less than this share of the characters are summed into one "other" row of the tables.
 MIN_TABLE_SHARE = 0.005
@@ -116,6 +123,23 @@ def summary(report: Report) -> tuple[list[str], list[list[str]]]:
         rows.append([t.name] + [f"{t.languages[lang].chars_per_token:.2f}" for lang in langs]
                     + [_estimate(t.languages[lang], "pretoken_ceiling", "{:.2f}") for lang in langs]
                     + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [verdict(t.traps)])
+    return header, rows
+
+
+def fairness_table(report: Report) -> tuple[list[str], list[list[str]]] | None:
+    """The summary's fairness table on parallel text, for any number of languages: per tokenizer each
+    language's premium against the reference, the maximum premium and the Gini coefficient of the token
+    counts; None without parallel text."""
+    rows, langs = [], []
+    for t in report.tokenizers:
+        f = t.fairness()
+        if f is None:
+            continue
+        langs = langs or [k for k in f.premium if k != f.reference]
+        rows.append([t.name] + [f"{f.premium[k]:.3f}" for k in langs] + [f"{f.max_premium:.3f}", f"{f.gini:.4f}"])
+    if not rows:
+        return None
+    header = ["tokenizer"] + [f"{k} premium (vs {report.reference})" for k in langs] + ["max premium", "Gini"]
     return header, rows
 
 
@@ -162,6 +186,9 @@ def markdown(report: Report) -> str:
     """report.md: the summary and what its columns mean, then every table of the report and the traps."""
     out = ["# Tokenizer fertility report", "", _sources_line(report), "", "## Summary", ""]
     out += _md_table(*summary(report)) + [""]
+    fair = fairness_table(report)
+    if fair:
+        out += [f"Fairness on parallel text (reference {report.reference}):", ""] + _md_table(*fair) + [""]
     out += [f"- **{name}**: {text}" for name, text in EXPLANATIONS] + [""]
     for title, header, rows, notes in _sections(report):
         out += [f"## {title}", ""]
@@ -209,6 +236,10 @@ def html_page(report: Report, figures: dict[str, bytes]) -> str:
              "<h1>Tokenizer fertility report</h1>", f"<p>{esc(_sources_line(report))}</p>",
              "<h2 id='summary'>Summary</h2>"]
     parts += _html_table(*summary(report), cls="summary")
+    fair = fairness_table(report)
+    if fair:
+        parts.append(f"<h3 id='fairness'>Fairness on parallel text (reference {esc(report.reference)})</h3>")
+        parts += _html_table(*fair, cls="fairness")
     parts.append("<dl>" + "".join(f"<dt>{esc(n)}</dt><dd>{esc(t)}</dd>" for n, t in EXPLANATIONS) + "</dl>")
     parts.append(viewer.viewer_html(report))
     parts.append("<h2>Figures</h2>")

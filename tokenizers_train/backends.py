@@ -208,11 +208,17 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     symbols: set[str] = set()
     encoded = []
     encodings = staged.encode_batch(keys, add_special_tokens=False)
+    # Whole graphemes: a cluster stage 1 left in pieces (rare, or a mark with nothing before it) gives a token
+    # that starts with a mark (Urdu "لٰ" + "ی"); a phrase merge must not start with it, so the sequence is cut
+    # after every such token, which then can only end a phrase token, never begin one.
+    loose = ({i for t, i in vocab.items() if not graphemes.starts_a_cluster(t)} if config.whole_graphemes
+             else set())
     for key, enc in zip(keys, encodings, strict=True):
-        if len(enc.ids) > 1:
-            seq = "".join(chr(_PUA_BASE + i) for i in enc.ids)
-            encoded.append((seq, phrases[key]))
-            symbols.update(seq)
+        for segment in _cut_after(enc.ids, loose):
+            if len(segment) > 1:
+                seq = "".join(chr(_PUA_BASE + i) for i in segment)
+                encoded.append((seq, phrases[key]))
+                symbols.update(seq)
     stage2 = Tokenizer(models.BPE())
     trainer = trainers.BpeTrainer(vocab_size=len(symbols) + n_phrase, min_frequency=config.min_frequency,
                                   show_progress=config.show_progress)
@@ -230,6 +236,17 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     final = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
     final.add_special_tokens(SPECIAL_TOKENS)
     return final
+
+
+def _cut_after(ids: list[int], cut: set[int]) -> Iterator[list[int]]:
+    """``ids`` in runs, each ending at an id of ``cut`` (or at the end)."""
+    start = 0
+    for k, i in enumerate(ids):
+        if i in cut:
+            yield ids[start:k + 1]
+            start = k + 1
+    if start < len(ids):
+        yield ids[start:]
 
 
 def _count_phrases(lines: Iterable[str], progress: bool) -> Counter:

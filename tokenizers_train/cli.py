@@ -20,8 +20,9 @@ from pathlib import Path
 from common import cli as clihelp
 from fertility import parse_text_arg
 from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig
-from tokenizers_train.run import REPORT_NAME, RunConfig
+from tokenizers_train.run import REPORT_NAME, RunConfig, sample_summary
 from tokenizers_train.run import run as train
+from tokenizers_train.sampling import MAX_REPEATS
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
 
 PROG = "tokenizers-train"
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="characters in the training sample (default: all the text, no language repeated)")
     p.add_argument("--max-chars-per-source", type=clihelp.positive_int, default=None,
                    help="read only the head of each --text")
+    p.add_argument("--max-repeats", type=clihelp.positive_int, default=MAX_REPEATS,
+                   help="times a language's text may be used in the sample (default 1: a language with too "
+                        "little text for its share is capped, not cycled; the report says so)")
     p.add_argument("--holdout", type=holdout, default=0.02, help="fraction of each source held aside for validation")
     p.add_argument("--max-validation-chars", type=clihelp.positive_int, default=400_000, help="per language")
     goal = p.add_mutually_exclusive_group()
@@ -107,7 +111,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         shares=(clihelp.parse_lang_numbers(args.shares, option="--shares", number="WEIGHT", strict=True)
                 if args.shares else None), temperature=args.temperature,
         sample_chars=args.sample_chars, max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,
-        max_validation_chars=args.max_validation_chars,
+        max_validation_chars=args.max_validation_chars, max_repeats=args.max_repeats,
         goal=Goal(targets=parse_targets(args.target) if args.target else {}, parity=args.parity,
                   tolerance=args.tolerance, max_rounds=args.max_rounds),
         whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
@@ -126,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"tokenizer: {result.tokenizer}")
     print(f"training report: {result.out / REPORT_NAME}")
     print(f"fertility report: {result.out / 'fertility' / 'report.html'}")
+    print(sample_summary(result.report))
     for name, row in result.report["comparison"].items():
         cpt = ", ".join(f"{k} {v:.3f}" for k, v in row["chars_per_token"].items())
         traps = "; ".join(f"{t['script']}: {t['rule']}" for t in row["traps"]) or "none"

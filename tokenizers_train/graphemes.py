@@ -52,6 +52,18 @@ def to_byte_level(text: str) -> str:
     return "".join(_BYTE[b] for b in text.encode("utf-8"))
 
 
+_UNBYTE = {c: b for b, c in _BYTE.items()}
+
+
+def starts_a_cluster(token: str) -> bool:
+    """True when the byte-level token string ``token`` begins with a whole character that is not a mark, ZWJ or
+    ZWNJ: false for a lone mark, a continuation byte, a lead byte without its character, a special token."""
+    if not token or any(c not in _UNBYTE for c in token):
+        return False
+    text = bytes(_UNBYTE[c] for c in token).decode("utf-8", errors="replace")
+    return text[0] != "\ufffd" and not starts_with_mark(text)
+
+
 def starts_with_mark(text: str) -> bool:
     """True when ``text`` begins with a combining mark, ZWJ or ZWNJ (a token that cut a cluster)."""
     return bool(text) and MARKS.match(text) is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import fertility
 from common.cli import check_label
+from common.errors import InputError
 from common.fileio import file_sha256, read_json, write_json
 from common.outdir import check_output_dir, publish_dir, staging_dir
 from fertility.text import TextSource, check_source, input_paths
@@ -40,6 +41,8 @@ class RunConfig:
     temperature: float | None = None
     sample_chars: int | None = None
     max_chars_per_source: int | None = None
+    # a language's text is used at most this many times in a sample (1: capped, never cycled; sampling.py)
+    max_repeats: int = sampling.MAX_REPEATS
     holdout: float = 0.02
     max_validation_chars: int = 400_000
     goal: targeting.Goal = field(default_factory=targeting.Goal)
@@ -84,6 +87,8 @@ def run(config: RunConfig) -> RunResult:
     for lang in langs:
         check_label(lang)
     targeting.check_goal(config.goal, langs)
+    if config.max_repeats < 1:
+        raise InputError(f"max_repeats must be at least 1 (1: a language's text is never cycled), got {config.max_repeats}")
     if config.shares:
         sampling.check_shares(config.shares, langs)
     for source in config.texts:  # missing, empty, not UTF-8 or no such field at its head: before any work
@@ -151,7 +156,7 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     def train_round(shares: dict[str, float], sample_chars: int | None, probe: bool) -> targeting.Round:
         start = time.time()
         index = len(rounds) + 1
-        budgets = sampling.sample_budgets(prepared, shares, sample_chars)
+        budgets = sampling.sample_budgets(prepared, shares, sample_chars, config.max_repeats)
         done = ckpt.load_round(index, dict(shares), sum(budgets.values()), probe)
         if done is not None:
             _progress(config, f"round {index}: done before the interruption, taken from the checkpoint")
@@ -172,18 +177,15 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
 
     balance = config.goal.balance and len(shares) > 1
     if balance:
-        full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars).values())
+        full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars, config.max_repeats).values())
         probe_chars = min(config.probe_chars, full // 4)
-        for _ in range(targeting.N_PROBES):
-            train_round(shares, probe_chars, probe=True)
-            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
-    for _ in range(config.goal.max_rounds):
-        last = train_round(shares, config.sample_chars, probe=False)
-        if last.met or not config.goal.active:
-            break
-        if balance:
-            shares = targeting.balanced_shares(targeting.fit_curves(rounds))
-        else:
+        targeting.balance(lambda s, probe: train_round(s, probe_chars if probe else config.sample_chars, probe),
+                          shares, config.goal)
+    else:
+        for _ in range(config.goal.max_rounds):
+            last = train_round(shares, config.sample_chars, probe=False)
+            if last.met or not config.goal.active:
+                break
             shares = targeting.next_shares(shares, last.chars_per_token, last.floors)
     full_rounds = [r for r in rounds if not r.probe]
     chosen = full_rounds[-1]
@@ -193,7 +195,9 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
         _log(f"warning: no round within the balance tolerance {config.goal.tolerance}; keeping round {chosen.index}")
     elif config.goal.active and not chosen.met:
         raise targeting.TargetNotMet(rounds, config.goal)
-    budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars)
+    budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars, config.max_repeats)
+    for note in _sample_notes(config, prepared, chosen.shares):
+        _log(f"note: {note}")
     naive = None
     if config.naive:
         naive_dir = ckpt.step("naive")
@@ -234,6 +238,9 @@ def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
             "alphabet_size": len(alphabet),
             "validation_chars": {k: sum(map(len, v)) for k, v in validation.items()},
             "sample_chars": t.budgets,
+            # each language's training text beside its share of the chosen round's sample
+            "languages": {k: asdict(v) for k, v in _describe(config, t.prepared, t.chosen.shares).items()},
+            "notes": _sample_notes(config, t.prepared, t.chosen.shares),
         },
         "rounds": [r.to_dict() for r in t.rounds],
         "chosen_round": t.chosen.index,
@@ -273,6 +280,27 @@ def resolve_train(train: backends.TrainConfig, whole_graphemes: bool | None,
     return dataclasses.replace(train, whole_graphemes=whole_graphemes)
 
 
+def _describe(config: RunConfig, prepared: sampling.PreparedText,
+              shares: dict[str, float]) -> dict[str, sampling.LanguageSample]:
+    return sampling.describe_sample(prepared, shares, config.sample_chars, config.max_repeats)
+
+
+def _sample_notes(config: RunConfig, prepared: sampling.PreparedText, shares: dict[str, float]) -> list[str]:
+    """A line for every language that was capped, cycled or bounded the sample (never silent)."""
+    return [v.note for v in _describe(config, prepared, shares).values() if v.note]
+
+
+def sample_summary(report: dict) -> str:
+    """The human summary of a training report's sample: per language its training characters, the characters
+    drawn and the share they are, then the notes (capped, cycled, bounding)."""
+    rows = [["language", "training chars", "sample chars", "share", "repeats"]]
+    for lang, v in report["data"]["languages"].items():
+        rows.append([lang, f"{v['text_chars']:,}", f"{v['sample_chars']:,}", f"{v['share']:.1%}", f"{v['repeats']:.2f}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines + [f"note: {n}" for n in report["data"]["notes"]])
+
+
 def _named(path: str, name: str) -> fertility.Tokenizer:
     # tokenizer.json files are named after their folder, which here is a temporary one: give them real names.
     tok = copy.copy(fertility.load_tokenizer(path))
@@ -290,6 +318,7 @@ def _arguments(config: RunConfig, train_config: backends.TrainConfig) -> dict:
         "temperature": config.temperature,
         "sample_chars": config.sample_chars,
         "max_chars_per_source": config.max_chars_per_source,
+        "max_repeats": config.max_repeats,
         "holdout": config.holdout,
         "max_validation_chars": config.max_validation_chars,
         "goal": asdict(config.goal),

@@ -8,7 +8,10 @@ a source of a single block is split instead, its last ``holdout`` share (at leas
 
 Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
 character, so a byte-balanced mix gives Bangla a third of the text it seems to. A language with less text
-than its share is cycled (repeated), which for frequency-based trainers is the same as weighting it.
+than its share is capped at its text (``max_repeats`` = 1, the default) and the others fill the sample; with
+``max_repeats`` R > 1 it is cycled (repeated) up to R times, which for frequency-based trainers is the same
+as weighting it, and also lets a word seen once pass ``min_frequency``: its vocabulary then fits its few
+documents. Either is reported, never silent (:func:`describe_sample`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from fertility.text import TextSource, iter_documents
 from tokenizers_train.graphemes import mark_chars
 
 HOLDOUT_BLOCK = 20
+# How many times a language's text may be used in one sample (1: never cycled, see sample_budgets).
+MAX_REPEATS = 1
 
 
 @dataclass
@@ -181,12 +186,78 @@ def check_shares(shares: Mapping[str, float], langs: Sequence[str]) -> None:
         raise InputError(f"--shares must be positive, got {dict(shares)}")
 
 
-def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None) -> dict[str, int]:
-    """Characters to draw from each language. Without ``sample_chars``: as large as possible with no language
-    repeated, i.e. the scarcest language (relative to its share) is used once, whole."""
+def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None,
+                   max_repeats: int = MAX_REPEATS) -> dict[str, int]:
+    """Characters to draw from each language; none gets more than ``max_repeats`` times its training text.
+
+    Without ``sample_chars``: the largest sample in which no language is used more than ``max_repeats`` times,
+    i.e. (at the default of 1) the scarcest language relative to its share is used once, whole, and bounds
+    the sample. With ``sample_chars``: each language its share of it, except that a language whose share is
+    more than ``max_repeats`` times its text is capped there and the characters it cannot fill go to the other
+    languages in proportion to their shares (if every language is capped, the sample is smaller than asked).
+    Cycling a language's text past that would count each of its words ``max_repeats`` times over, which
+    defeats ``min_frequency`` and gives it tokens fitted to its few documents. :func:`describe_sample` says
+    what was capped, cycled or bounded.
+    """
+    if max_repeats < 1:
+        raise InputError(f"max_repeats must be at least 1, got {max_repeats}")
+    cap = {k: max_repeats * lt.train_chars for k, lt in prepared.languages.items()}
     if sample_chars is None:
-        sample_chars = int(min(lt.train_chars / shares[k] for k, lt in prepared.languages.items()))
-    return {k: max(1, int(sample_chars * shares[k])) for k in prepared.languages}
+        sample_chars = int(min(cap[k] / shares[k] for k in prepared.languages))
+    budgets = {k: max(1, int(sample_chars * shares[k])) for k in prepared.languages}
+    if all(budgets[k] <= cap[k] for k in budgets):
+        return budgets
+    # water-filling: cap the languages that overflow, share the rest out among the others, until none does
+    free, left = dict.fromkeys(prepared.languages), sample_chars
+    budgets = {}
+    while free:
+        total = sum(shares[k] for k in free)
+        over = [k for k in free if left * shares[k] / total > cap[k]]
+        if not over:
+            budgets.update({k: max(1, int(round(left * shares[k] / total, 6))) for k in free})  # 1/3 / (1/3) = 1
+            break
+        for k in over:
+            budgets[k] = cap[k]
+            left -= cap[k]
+            del free[k]
+    return {k: budgets[k] for k in prepared.languages}
+
+
+@dataclass
+class LanguageSample:
+    """One language in the sample: its training text, what was drawn from it, and why."""
+
+    text_chars: int  # normalised training characters available
+    sample_chars: int  # characters drawn (more than text_chars: cycled)
+    asked_share: float  # the share the round asked for
+    share: float  # the share it got: sample_chars / the sample's total
+    repeats: float  # sample_chars / text_chars
+    note: str = ""  # capped, cycled, or bounding the sample; empty otherwise
+
+
+def describe_sample(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None,
+                    max_repeats: int = MAX_REPEATS) -> dict[str, LanguageSample]:
+    """Per language, its text beside its share of the sample :func:`sample_budgets` draws, with a note for a
+    language that was capped (it has too little text for its share), cycled (repeated, at most
+    ``max_repeats`` times) or, without ``sample_chars``, the one whose text bounds the sample."""
+    budgets = sample_budgets(prepared, shares, sample_chars, max_repeats)
+    total = sum(budgets.values())
+    bound = (min(prepared.languages, key=lambda k: prepared.languages[k].train_chars / shares[k])
+             if sample_chars is None else None)
+    out = {}
+    for k, lt in prepared.languages.items():
+        used, text = budgets[k], lt.train_chars
+        share, note = used / total, ""
+        if sample_chars is not None and used >= max_repeats * text and share < shares[k] * 0.999:
+            note = (f"{k}: capped at {used:,} characters ({max_repeats}x its {text:,}): a {share:.1%} share "
+                    f"instead of {shares[k]:.1%} (too little text; --max-repeats allows more cycling)")
+        elif used > text:
+            note = f"{k}: its {text:,} training characters are cycled {used / text:.2f} times to reach its share"
+        elif k == bound:
+            note = (f"{k}: its {text:,} characters bound the sample ({total:,} in all): the other languages use "
+                    "only part of their text")
+        out[k] = LanguageSample(text, used, shares[k], share, used / text, note)
+    return out
 
 
 def iter_sample(prepared: PreparedText, budgets: Mapping[str, int]) -> Iterator[str]:

@@ -7,13 +7,21 @@ Between target/parity rounds each language's share is multiplied by ``(goal / me
 chars/token grows slowly with a language's share of the vocabulary (roughly as share ** 0.1-0.3), so the
 correction is steep. Balance instead fits that curve, ``log cpt = a + b log share`` per language, to the
 rounds so far (:func:`fit_curves`) and solves it for equal chars/token (:func:`balanced_shares`); the run
-makes its first two rounds cheap probes on a small sample to learn the slopes.
+makes its first two rounds cheap probes on a small sample to learn the slopes (:func:`balance`).
+
+The fit scales to any number of languages: every round trains one tokenizer on all of them and measures
+each language's chars/token on its own validation slice, so one round gives a point on every language's
+curve at once. The probes are N_PROBES (2) rounds whatever the number of languages N; their cost is two
+trainings on ``probe_chars`` characters (independent of N) plus N validation measurements each, so the
+budget grows linearly in N (the measurements), never with N squared (no pairwise or one-language-at-a-time
+probes). Each full round after the first refits every slope from the last two full rounds (a secant step
+per language), where the probes' slope (learned on a smaller sample) is no longer the right one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import fertility
@@ -133,26 +141,63 @@ class Curve:
         return math.exp((math.log(cpt) - self.intercept) / self.slope)
 
 
+# Two full rounds whose shares of a language differ by less than this (in log, ~5 %) say little about its
+# slope: their chars/token differ by the measurement's noise as much as by the share (the secant would be a
+# guess), so the probes' slope is kept. Probes are far apart by design (equal shares, then the first solve).
+MIN_LOG_SPREAD = 0.05
+
+
+def _slope(rounds: Sequence[Round], lang: str, min_spread: float = 0.0) -> float | None:
+    """Least-squares slope of log chars/token over log share, or None without two shares more than
+    ``min_spread`` apart (in log)."""
+    xs = [math.log(r.shares[lang]) for r in rounds]
+    ys = [math.log(r.chars_per_token[lang]) for r in rounds]
+    if len(set(xs)) < 2 or max(xs) - min(xs) < min_spread:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    fitted = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return min(max(fitted, 0.02), 2.0)  # chars/token rises with share; keep a noisy fit sane
+
+
 def fit_curves(rounds: Sequence[Round]) -> dict[str, Curve]:
-    """Per language, the slope from the probe rounds (least squares over their distinct shares; PRIOR_SLOPE
-    with fewer than two) and the intercept from the latest round, so a full round corrects the probes' level."""
+    """Per language, the slope from the last two full rounds (a secant, when their shares are MIN_LOG_SPREAD
+    apart), else from the probe rounds (least squares over their distinct shares), else PRIOR_SLOPE; the intercept from the latest round, so a full
+    round corrects the probes' level."""
     last = rounds[-1]
     probes = [r for r in rounds if r.probe] or list(rounds)
+    full = [r for r in rounds if not r.probe]
     curves = {}
     for lang, cpt in last.chars_per_token.items():
-        xs = [math.log(r.shares[lang]) for r in probes]
-        ys = [math.log(r.chars_per_token[lang]) for r in probes]
-        slope = PRIOR_SLOPE
-        if len(set(xs)) >= 2:
-            mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-            fitted = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-            slope = min(max(fitted, 0.02), 2.0)  # chars/token rises with share; keep a noisy fit sane
+        slope = _slope(full[-2:], lang, MIN_LOG_SPREAD)
+        if slope is None:
+            slope = _slope(probes, lang)
+        if slope is None:
+            slope = PRIOR_SLOPE
         curves[lang] = Curve(math.log(cpt) - slope * math.log(last.shares[lang]), slope)
     return curves
 
 
+def balance(train: Callable[[dict[str, float], bool], Round], shares: Mapping[str, float],
+            goal: Goal) -> list[Round]:
+    """The balance rounds: N_PROBES probes (``train(shares, True)``), then full rounds (``train(shares,
+    False)``) until one is within the tolerance (``Round.met``) or ``goal.max_rounds`` are used; after each
+    round the shares are solved again from the curves fitted to every round so far. Returns the rounds."""
+    rounds: list[Round] = []
+    shares = dict(shares)
+    for _ in range(N_PROBES):
+        rounds.append(train(shares, True))
+        shares = balanced_shares(fit_curves(rounds))
+    for _ in range(goal.max_rounds):
+        rounds.append(train(shares, False))
+        if rounds[-1].met:
+            break
+        shares = balanced_shares(fit_curves(rounds))
+    return rounds
+
+
 def balanced_shares(curves: Mapping[str, Curve]) -> dict[str, float]:
-    """Shares (summing to 1, each at least MIN_SHARE) at which the curves predict equal chars/token."""
+    """Shares (summing to 1, each at least MIN_SHARE, or half of 1/N for more than 25 languages) at which the
+    curves predict equal chars/token."""
     lo, hi = -20.0, 20.0  # log chars/token: the shares needed grow with it, so bisect for a total of 1
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -160,7 +205,8 @@ def balanced_shares(curves: Mapping[str, Curve]) -> dict[str, float]:
             hi = mid
         else:
             lo = mid
-    raw = {k: max(MIN_SHARE, c.share_for(math.exp(lo))) for k, c in curves.items()}
+    floor = min(MIN_SHARE, 0.5 / len(curves))  # many languages: the floors may take half the sample at most
+    raw = {k: max(floor, c.share_for(math.exp(lo))) for k, c in curves.items()}
     total = sum(raw.values())
     return {k: v / total for k, v in raw.items()}
 

@@ -63,3 +63,27 @@ def test_unreachable_target_reports_rounds_and_writes_nothing(small_texts, tmp_p
     assert code == 3
     assert "target not met after 2 rounds" in err and "round" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_scarce_language_is_capped_and_the_report_says_so(small_texts, tmp_path, capsys):
+    """A third language with ~3,000 characters asked for a 10% share of 100,000: capped, in the report and in
+    the printed summary; with --max-repeats it is cycled instead, and that is said too."""
+    scarce = tmp_path / "lo.txt"
+    lines = small_texts["en"].read_text(encoding="utf-8").splitlines()
+    scarce.write_text("\n".join(lines[:20]) + "\n", encoding="utf-8")
+    base = [*_args(small_texts, tmp_path / "a"), "--text", f"lo={scarce}", "--vocab-size", "512",
+            "--phrase-fraction", "0", "--whole-graphemes", "off", "--shares", "bn=0.45,en=0.45,lo=0.1",
+            "--sample-chars", "100000"]
+    assert main(base) == 0
+    report = json.loads((tmp_path / "a" / "training_report.json").read_text())
+    lo = report["data"]["languages"]["lo"]
+    assert lo["text_chars"] < 10_000 and lo["sample_chars"] == lo["text_chars"] and lo["repeats"] == 1
+    assert lo["share"] < 0.1 and lo["asked_share"] == pytest.approx(0.1)
+    assert report["data"]["notes"] == [lo["note"]] and lo["note"].startswith("lo: capped at")
+    assert report["data"]["sample_chars"]["lo"] == lo["sample_chars"]
+    out = capsys.readouterr()
+    assert f"note: {lo['note']}" in out.out and f"{lo['text_chars']:,}" in out.out
+    base[base.index(str(tmp_path / "a"))] = str(tmp_path / "b")
+    assert main([*base, "--max-repeats", "10"]) == 0
+    lo = json.loads((tmp_path / "b" / "training_report.json").read_text())["data"]["languages"]["lo"]
+    assert lo["sample_chars"] >= 10_000 > lo["text_chars"] and "cycled" in lo["note"]

@@ -58,6 +58,7 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--tolerance under 1": (["--tolerance", "0.9"], ["--tolerance", ">= 1"]),
         "--max-rounds 0": (["--max-rounds", "0"], ["--max-rounds", "positive"]),
         "--probe-chars 0": (["--probe-chars", "0"], ["--probe-chars", "positive"]),
+        "--max-repeats 0": (["--max-repeats", "0"], ["--max-repeats", "positive"]),
         "--phrase-fraction 1.5": (["--phrase-fraction", "1.5"], ["--phrase-fraction", "share"]),
         "--phrase-fraction 1": (["--phrase-fraction", "1"], ["phrase_fraction"]),
         "--min-frequency 0": (["--min-frequency", "0"], ["--min-frequency", "positive"]),

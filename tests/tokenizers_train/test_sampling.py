@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from fertility.text import TextSource
@@ -23,14 +25,53 @@ def test_holdout_is_disjoint_and_sample_is_balanced_in_characters(prepared):
         train = lt.train_path.read_text(encoding="utf-8").splitlines()
         assert lt.validation and not set(train) & set(lt.validation)
         assert lt.train_chars == sum(map(len, train))
-    budgets = sampling.sample_budgets(prepared, {"bn": 0.8, "en": 0.2}, 300_000)
+    budgets = sampling.sample_budgets(prepared, {"bn": 0.8, "en": 0.2}, 300_000, max_repeats=4)
     assert budgets == {"bn": 240_000, "en": 60_000}
     got = {"bn": 0, "en": 0}
     for line in sampling.iter_sample(prepared, budgets):
         got["bn" if any("\u0980" <= c <= "\u09ff" for c in line) else "en"] += len(line)
-    # Bangla has less than 240k characters of training text, so it is cycled to reach its share
+    # Bangla has less than 240k characters of training text: with --max-repeats 4 it is cycled to its share
     assert prepared.languages["bn"].train_chars < 240_000 <= got["bn"] < 240_000 + 20_000
     assert 60_000 <= got["en"] < 60_000 + 20_000
+    # by default (never cycled) it is capped at its text, read once
+    bn = prepared.languages["bn"].train_chars
+    assert sampling.sample_budgets(prepared, {"bn": 0.8, "en": 0.2}, 300_000)["bn"] == bn
+
+
+def _prepared_of(chars):
+    langs = {k: sampling.LanguageText(k, Path(f"{k}.txt"), n, ["held"]) for k, n in chars.items()}
+    return sampling.PreparedText(langs, [], "")
+
+
+def test_a_language_with_little_text_is_capped_and_the_others_fill_the_sample():
+    prepared = _prepared_of({"ur": 1_000, "bn": 100_000, "en": 100_000})
+    thirds = dict.fromkeys(prepared.languages, 1 / 3)
+    assert sampling.sample_budgets(prepared, thirds, 90_000) == {"ur": 1_000, "bn": 44_500, "en": 44_500}
+    described = sampling.describe_sample(prepared, thirds, 90_000)
+    assert described["ur"].share == pytest.approx(1_000 / 90_000) and described["ur"].repeats == 1
+    assert "ur: capped at 1,000 characters" in described["ur"].note and "1.1% share instead of 33.3%" in described["ur"].note
+    assert described["bn"].note == "" and described["bn"].share == pytest.approx(44_500 / 90_000)
+    # cycling only when asked, and only up to max_repeats times
+    assert sampling.sample_budgets(prepared, thirds, 90_000, max_repeats=3) == {"ur": 3_000, "bn": 43_500, "en": 43_500}
+    cycled = sampling.describe_sample(prepared, thirds, 9_000, max_repeats=5)
+    assert cycled["ur"].sample_chars == 3_000 and "cycled 3.00 times" in cycled["ur"].note
+    # two languages capped in turn (the second only once the first's characters are shared out)
+    prepared = _prepared_of({"ur": 1_000, "te": 30_000, "bn": 100_000})
+    thirds = dict.fromkeys(prepared.languages, 1 / 3)
+    assert sampling.sample_budgets(prepared, thirds, 90_000) == {"ur": 1_000, "te": 30_000, "bn": 59_000}
+    # every language capped: the sample is smaller than asked, never cycled
+    assert sum(sampling.sample_budgets(prepared, thirds, 10**7).values()) == 131_000
+
+
+def test_the_scarcest_language_bounds_the_default_sample_and_says_so():
+    prepared = _prepared_of({"ur": 1_000, "bn": 100_000})
+    shares = {"ur": 0.25, "bn": 0.75}
+    assert sampling.sample_budgets(prepared, shares, None) == {"ur": 1_000, "bn": 3_000}
+    described = sampling.describe_sample(prepared, shares, None)
+    assert "ur: its 1,000 characters bound the sample (4,000 in all)" in described["ur"].note
+    assert described["bn"].note == "" and described["bn"].text_chars == 100_000
+    with pytest.raises(ValueError, match="at least 1"):
+        sampling.sample_budgets(prepared, shares, None, max_repeats=0)
 
 
 def test_prepare_text_normalises_and_hashes(tmp_path):

@@ -1,0 +1,33 @@
+"""benchmarks/bench_multiscript.py end to end on the shipped sample (two languages, a tiny vocabulary)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_multiscript  # noqa: E402
+
+
+@pytest.mark.slow
+def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_tokenizers, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert bench_multiscript.main(["--langs", "bn,en", "--data", str(sample_dir), "--vocab-size", "1024",
+                                   "--max-chars-per-source", "40000", "--tokenizer-dir", str(shipped_tokenizers),
+                                   "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    results = data["tokenizers"]
+    assert {"ours", "parity-base", "parity-window", "bpe-fair", "o200k_base"} <= set(results)
+    for name in ("ours", "parity-base", "parity-window", "bpe-fair"):
+        r = results[name]
+        assert r["vocab_size"] == 1024 and r["seconds"] > 0
+        assert r["premium"]["en"] == 1.0 and r["premium_source"]["bn"] == "proxy"  # no parallel set in the sample
+        assert r["premium"]["bn"] == pytest.approx(r["chars_per_token"]["en"] / r["chars_per_token"]["bn"], rel=1e-3)
+        assert r["max_premium"] == r["premium"]["bn"]
+        assert r["gini"] == pytest.approx(bench_multiscript.gini([1.0, r["premium"]["bn"]]), abs=1e-4)
+    assert results["ours"]["probes"] == 2
+    assert len(results["ours"]["rounds"]) >= 3 and results["ours"]["rounds"][0]["probe"]
+    printed = capsys.readouterr().out
+    assert all(name in printed for name in results)
