@@ -30,8 +30,7 @@ from common.errors import InputError, OutputPathError
 from common.fileio import read_json, write_json
 from common.outdir import MARKER, check_output_dir, is_ours, publish_dir
 from corpus.executors import ExecutorConfig, worker_start
-from corpus.faults import checkpoint
-from corpus.measure import Totals
+from corpus.faults import kill_or_pause_if_asked
 from corpus.plan import Plan, PlanError
 from corpus.prepare import (
     BuildConfig,
@@ -59,6 +58,7 @@ from corpus.shards import (
     read_header,
 )
 from fertility.text import TextSource, input_paths
+from fertility.totals import Totals
 
 WORK_DIR = ".work"
 STAGE_SUFFIX = ".building"
@@ -210,7 +210,7 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
                     record(file, sha)
         else:
             for i, a in enumerate(args):
-                checkpoint("pack", i)
+                kill_or_pause_if_asked("pack", i)
                 record(*_write_job(*a))
     finally:
         bar.close()
@@ -455,7 +455,7 @@ def _build_in(stage: Path, config: BuildConfig, checked: Checked, existing: Mani
                     for lang, rows in prepared.val.items()},
         plan=prepared.plan, new_shards=new_shards, shards_in_manifest=len(manifest.shards)))
     manifest.save(stage)
-    checkpoint("manifest", 0)
+    kill_or_pause_if_asked("manifest", 0)
     return manifest, prepared
 
 

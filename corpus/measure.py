@@ -7,42 +7,9 @@ therefore unbalanced in the others; this table is where that shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-
-@dataclass
-class Totals:
-    """Sizes of a set of documents. ``tokens`` is the build's tokenizer; ``compare`` the comparison ones."""
-
-    documents: int = 0
-    chars: int = 0
-    bytes: int = 0
-    tokens: int = 0
-    compare: dict[str, int] = field(default_factory=dict)
-
-    def add(self, other: Totals) -> None:
-        self.documents += other.documents
-        self.chars += other.chars
-        self.bytes += other.bytes
-        self.tokens += other.tokens
-        for name, n in other.compare.items():
-            self.compare[name] = self.compare.get(name, 0) + n
-
-    def units(self, tokenizer: str) -> dict[str, int]:
-        """Every size of these documents, keyed by unit name (``tokens:<tokenizer>`` for token counts)."""
-        out = {"documents": self.documents, "chars": self.chars, "bytes": self.bytes, f"tokens:{tokenizer}": self.tokens}
-        out.update({f"tokens:{name}": n for name, n in self.compare.items()})
-        return out
-
-
-def by_language(totals: dict[str, Totals], languages: dict[str, str]) -> dict[str, Totals]:
-    """Sum per-source totals into per-language totals (``languages`` maps source name -> language)."""
-    out: dict[str, Totals] = {}
-    for name, t in totals.items():
-        out.setdefault(languages[name], Totals()).add(t)
-    return dict(sorted(out.items()))
+from fertility.totals import Totals
 
 
 def shares(totals: dict[str, Totals], tokenizer: str) -> dict[str, dict[str, float]]:

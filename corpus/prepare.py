@@ -14,13 +14,14 @@ import numpy as np
 from common.errors import InputError
 from corpus.executors import ExecutorConfig, check_executor, executor_session, quiet_logger
 from corpus.ingest import IngestConfig, SourceIngest, ingest
-from corpus.measure import Totals, format_table, group_totals
+from corpus.measure import format_table, group_totals
 from corpus.plan import Plan, SourceSupply, check_budget, check_languages, plan_mixture
 from corpus.progress import BuildStatus
 from corpus.shards import TokenizerInfo
 from corpus.sources import check_sources, parse_source
 from fertility.text import TextSource
 from fertility.tokenizers import Tokenizer, load_tokenizer
+from fertility.totals import Totals
 
 
 class BuildError(InputError):

@@ -14,9 +14,10 @@ import numpy as np
 
 from common.fileio import atomic_write_bytes, atomic_write_text, write_json
 from corpus.ingest import SourceIngest
-from corpus.measure import Totals, shares
+from corpus.measure import shares
 from corpus.plan import Plan, format_plan
 from corpus.shards import ShardInfo, TokenizerInfo
+from fertility.totals import Totals
 
 REPORT_SCHEMA_VERSION = 1
 

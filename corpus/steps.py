@@ -27,7 +27,7 @@ from datatrove.utils.word_tokenizers import WordTokenizer
 
 from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes, words
 from corpus.dedup import DedupConfig, minhash_config
-from corpus.faults import checkpoint
+from corpus.faults import kill_or_pause_if_asked
 from corpus.progress import TaskProgress
 from corpus.sources import partition
 from fertility.text import TextSource
@@ -271,5 +271,5 @@ class FaultPoint(PipelineStep):
         self.stage = stage
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        checkpoint(self.stage, rank)
+        kill_or_pause_if_asked(self.stage, rank)
         return data
