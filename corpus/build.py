@@ -434,7 +434,7 @@ def _build_in(stage: Path, config: BuildConfig, checked: Checked, existing: Mani
     manifest = Manifest(
         tokenizer=info, dtype=dtype, shards=old_shards + new_shards, seed=config.seed,
         sources=(existing.sources if existing else []) + sources,
-        filters={"clean": asdict(config.ingest.clean), "dedup": asdict(config.ingest.dedup),
+        filters={"clean": dict(config.ingest.clean), "dedup": asdict(config.ingest.dedup),
                  "bad_utf8": config.ingest.bad_utf8, "min_language_score": config.ingest.min_language_score},
         plan=prepared.plan.to_dict() | ({"previous": existing.plan} if existing else {}),
         arguments=args | ({"previous": existing.arguments} if existing else {}),

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from common.errors import InputError
-from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
 from corpus.executors import ExecutorConfig, run_pipeline
+from corpus.filters import CleanConfig
 from corpus.progress import BuildStatus, StageWatcher
 from corpus.sources import check_sources
 from fertility.text import TextSource
