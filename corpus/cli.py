@@ -14,8 +14,8 @@ from corpus.dedup import DedupConfig
 from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig
 from corpus.filters import CleanConfig, options
 from corpus.ingest import IngestConfig
+from corpus.measure import corpus_tables
 from corpus.plan import format_plan, parse_mix
-from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.sources import parse_source
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards

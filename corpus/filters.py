@@ -1,4 +1,4 @@
-"""The quality filters, one registry: each filter is one small class here, and everything else reads ``FILTERS``.
+"""The quality filters, one registry: each filter is one registration here, and everything else reads ``FILTERS``.
 
 A filter (datatrove's ``BaseFilter`` is the model) has a ``name``, which is also its drop reason (a document it
 drops is counted as ``drop_<name>``, so the build report's cleaning table has its column without more ado),
@@ -8,18 +8,19 @@ the cleaned documents of one language that no earlier filter dropped (:class:`Ba
 mask, True for a document to drop. Batches keep the numpy passes over many documents that make cleaning fast.
 The filters run in the order they are registered; the first that drops a document names the reason.
 
-Adding a filter is one class in this file, decorated with :func:`register`::
+Adding a filter is one registration in this file. A filter on one number per document is a
+:class:`PerDocument` (its measure, its option, a maximum or a minimum)::
 
-    @register
-    class TooManyDigits(Filter):
-        name = "too_many_digits"
-        options = (Option("max_digit_share", 0.5, cli.share, "drop documents whose characters are more than "
-                          "this share digits"),)
+    def digit_share(text: str) -> float:
+        return sum(c.isdigit() for c in text) / max(len(text), 1)
 
-        def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-            digits = np.array([sum(c.isdigit() for c in t) / max(len(t), 1) for t in docs.texts])
-            return digits > config.max_digit_share
 
+    register(PerDocument("too_many_digits", Option(
+        "max_digit_share", 0.5, cli.share, "drop documents whose characters are more than this share digits"),
+        digit_share))
+
+and one that decides on the whole batch at once (numpy over all its documents, as script purity does) is a
+:class:`Filter` subclass with its ``name``, ``options`` and ``drops``, registered the same way. Either way,
 ``CleanConfig``, ``--max-digit-share`` (``corpus build`` and ``corpus plan``), the manifest's recorded
 settings, the re-cleaning of ``corpus inspect --check-text`` and the report's ``drop_too_many_digits`` column
 follow from it.
@@ -88,16 +89,29 @@ class Filter:
         raise NotImplementedError
 
 
+class PerDocument(Filter):
+    """A filter on one number per document: ``measure(text)`` against the value of its one option, a maximum (a
+    document above it is dropped) or, with ``at_least``, a minimum (a document below it is dropped)."""
+
+    def __init__(self, name: str, option: Option, measure: Callable[[str], float], *, at_least: bool = False):
+        self.name, self.options, self.measure, self.at_least = name, (option,), measure, at_least
+
+    def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
+        values = np.fromiter(map(self.measure, docs.texts), dtype=np.float64, count=len(docs.texts))
+        limit = config[self.options[0].field]
+        return values < limit if self.at_least else values > limit
+
+
 FILTERS: list[Filter] = []
 
 
-def register(cls: type[Filter]) -> type[Filter]:
-    """Add a filter (a class decorator): it runs after those registered before it."""
+def register(new: Filter) -> Filter:
+    """Add a filter: it runs after those registered before it."""
     taken = {o.field for f in FILTERS for o in f.options}
-    if cls.name in {f.name for f in FILTERS} or any(o.field in taken for o in cls.options):
-        raise ValueError(f"filter {cls.name!r}: its name or an option of it is already registered")
-    FILTERS.append(cls())
-    return cls
+    if new.name in {f.name for f in FILTERS} or any(o.field in taken for o in new.options):
+        raise ValueError(f"filter {new.name!r}: its name or an option of it is already registered")
+    FILTERS.append(new)
+    return new
 
 
 def unregister(name: str) -> None:
@@ -140,13 +154,8 @@ class CleanConfig(dict):
 
 # --- the filters, in the order they run ----------------------------------------------------------------------
 
-@register
-class TooShort(Filter):
-    name = "too_short"
-    options = (Option("min_chars", 20, cli.non_negative_int, "drop documents with fewer characters (after cleaning)"),)
-
-    def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-        return np.fromiter(map(len, docs.texts), dtype=np.int64, count=len(docs.texts)) < config.min_chars
+register(PerDocument("too_short", Option("min_chars", 20, cli.non_negative_int,
+                                         "drop documents with fewer characters (after cleaning)"), len, at_least=True))
 
 
 # U+FFFD, and UTF-8 read as cp1252/Latin-1: a lead byte shown as Â/Ã/à/â followed by a continuation byte
@@ -165,18 +174,12 @@ def bad_char_share(text: str) -> float:
     return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
 
 
-@register
-class Mojibake(Filter):
-    name = "mojibake"
-    options = (Option("max_bad_char_share", 0.01, cli.share,
-                      "drop documents whose characters are more than this share U+FFFD or mojibake (UTF-8 read as "
-                      "cp1252/Latin-1)"),)
-
-    def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-        return np.array([bad_char_share(t) > config.max_bad_char_share for t in docs.texts], dtype=bool)
+register(PerDocument("mojibake", Option(
+    "max_bad_char_share", 0.01, cli.share,
+    "drop documents whose characters are more than this share U+FFFD or mojibake (UTF-8 read as cp1252/Latin-1)"),
+    bad_char_share))
 
 
-@register
 class ScriptPurity(Filter):
     name = "script_purity"
     options = (Option("min_script_share", 0.75, cli.share,
@@ -190,6 +193,9 @@ class ScriptPurity(Filter):
         return script_shares(docs.texts, script) < config.min_script_share
 
 
+register(ScriptPurity())
+
+
 def dup_line_share(text: str) -> float:
     """Share of line characters in lines that occur more than once in the document."""
     lines = [line for line in text.split("\n") if line.strip()]
@@ -200,15 +206,10 @@ def dup_line_share(text: str) -> float:
     return sum(len(line) for line in lines if counts[line] > 1) / total
 
 
-@register
-class RepeatedLines(Filter):
-    name = "repeated_lines"
-    options = (Option("max_dup_line_share", 0.3, cli.share,
-                      "drop documents whose line characters are more than this share in lines that occur more "
-                      "than once"),)
-
-    def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-        return np.array([dup_line_share(t) > config.max_dup_line_share for t in docs.texts], dtype=bool)
+register(PerDocument("repeated_lines", Option(
+    "max_dup_line_share", 0.3, cli.share,
+    "drop documents whose line characters are more than this share in lines that occur more than once"),
+    dup_line_share))
 
 
 def dup_ngram_share(text: str, n: int) -> float:
@@ -229,7 +230,6 @@ def covered_share(grams: np.ndarray, n_words: int, n: int) -> float:
     return float(np.count_nonzero(np.cumsum(edges[:-1]))) / n_words
 
 
-@register
 class RepeatedNgrams(Filter):
     name = "repeated_ngrams"
     options = (Option("max_dup_ngram_share", 0.3, cli.share,
@@ -240,6 +240,9 @@ class RepeatedNgrams(Filter):
     def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
         return np.array([covered_share(g, w.count, config.ngram) > config.max_dup_ngram_share
                          for w, g in zip(docs.words, docs.grams, strict=True)], dtype=bool)
+
+
+register(RepeatedNgrams())
 
 
 # --- cleaning, then the filters ------------------------------------------------------------------------------

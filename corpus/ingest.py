@@ -79,6 +79,27 @@ class Ingested:
     compare: np.ndarray  # (documents, comparison tokenizers)
 
 
+@dataclass
+class DocTable:
+    """Every kept document, one row each, in canonical order."""
+
+    source: np.ndarray  # source index
+    file: np.ndarray  # index into ``files``
+    uid: np.ndarray  # canonical document id (corpus.sources)
+    start: np.ndarray  # offset of its first token in its token file
+    tokens: np.ndarray  # token count including the BOS
+    chars: np.ndarray
+    bytes: np.ndarray
+    compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
+    files: list[str]  # token files, relative to the work folder
+
+    @classmethod
+    def of(cls, got: Ingested) -> DocTable:
+        """The ingest's kept documents as rows of shards: each document's tokens count its BOS."""
+        return cls(source=got.source, file=got.file, uid=got.uid, start=got.start, tokens=got.tokens + 1,
+                   chars=got.chars, bytes=got.bytes, compare=got.compare, files=got.token_files)
+
+
 def source_name(source: TextSource) -> str:
     """A readable, unique-enough name: the spec, plus the field when it is not the default."""
     return source.spec + (f":{source.field}" if source.field != "text" else "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from corpus.prepare import Prepared
 from fertility.totals import Totals
 
 
@@ -49,3 +50,23 @@ def group_totals(rows: np.ndarray, group: np.ndarray, names: list[str], *, chars
             documents=len(sel), chars=int(chars[sel].sum()), bytes=int(bytes[sel].sum()), tokens=int(tokens[sel].sum()),
             compare={c: int(compare[sel, j].sum()) for j, c in enumerate(compare_names)}))
     return dict(sorted(out.items()))
+
+
+def measure_rows(prepared: Prepared, rows: np.ndarray, by: str) -> dict[str, Totals]:
+    """Sizes of ``rows`` of the document table (repeats count again), per source (``by="source"``) or language."""
+    t = prepared.table
+    names = [s.name for s in prepared.states]
+    groups = t.source
+    if by == "language":
+        names = sorted({s.language for s in prepared.states})
+        lookup = np.array([names.index(s.language) for s in prepared.states], dtype=np.int64)
+        groups = lookup[t.source] if len(t.source) else t.source
+    return group_totals(rows, groups, names, chars=t.chars, bytes=t.bytes, tokens=t.tokens - 1, compare=t.compare,
+                        compare_names=prepared.compare_names)
+
+
+def corpus_tables(prepared: Prepared) -> str:
+    """The kept corpus per source and per language, as terminal tables."""
+    everything = np.arange(len(prepared.table.tokens))
+    return "\n\n".join(format_table(by, measure_rows(prepared, everything, by), prepared.tokenizer_name)
+                       for by in ("source", "language"))

@@ -37,6 +37,15 @@ class Verification:
         return not self.problems
 
 
+def check_written(directory: str | Path, shards: list[ShardInfo], dtype: str) -> None:
+    """Stage 7 of a build: the header of every shard it wrote says the dtype and token count its record does
+    (a mismatch is a bug, not bad input)."""
+    for s in shards:
+        dtype_found, count = read_header(Path(directory) / s.file)
+        if dtype_found != dtype or count != s.tokens:
+            raise RuntimeError(f"{Path(directory) / s.file}: wrote {count} {dtype_found} tokens, expected {s.tokens} {dtype}")
+
+
 def documents(tokens: np.ndarray, bos_id: int) -> Iterator[np.ndarray]:
     """The documents of a shard: each starts at a BOS and runs to the next one (BOS excluded)."""
     starts = np.flatnonzero(tokens == bos_id)

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Totals:
-    """Sizes of a set of documents. ``tokens``: of the tokenizer in question; ``compare``: of others, by name."""
+    """Sizes of a set of documents."""
 
     documents: int = 0
-    chars: int = 0
-    bytes: int = 0
-    tokens: int = 0
-    compare: dict[str, int] = field(default_factory=dict)
+    chars: int = 0  # code points
+    bytes: int = 0  # UTF-8
+    tokens: int = 0  # of the tokenizer in question
+    compare: dict[str, int] = field(default_factory=dict)  # of other tokenizers, by name
 
     def add(self, other: Totals) -> None:
         self.documents += other.documents

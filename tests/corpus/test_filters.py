@@ -7,7 +7,6 @@ import json
 import random
 from collections import Counter
 
-import numpy as np
 import pytest
 
 from common import cli
@@ -15,10 +14,9 @@ from corpus.clean import canonicalize
 from corpus.cli import main
 from corpus.filters import (
     FILTERS,
-    Batch,
     CleanConfig,
-    Filter,
     Option,
+    PerDocument,
     clean_and_filter_batch,
     options,
     quality_issue,
@@ -27,16 +25,14 @@ from corpus.filters import (
 )
 
 
-class TooManyDigits(Filter):
-    """The docs' example filter (corpus/filters.py's docstring), declared here and nowhere else."""
+def digit_share(text: str) -> float:
+    return sum(c.isdigit() for c in text) / max(len(text), 1)
 
-    name = "too_many_digits"
-    options = (Option("max_digit_share", 0.5, cli.share,
-                      "drop documents whose characters are more than this share digits"),)
 
-    def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-        digits = np.array([sum(c.isdigit() for c in t) / max(len(t), 1) for t in docs.texts])
-        return digits > config.max_digit_share
+# The docs' example filter (corpus/filters.py's docstring), declared here and nowhere else.
+TOO_MANY_DIGITS = PerDocument("too_many_digits", Option(
+    "max_digit_share", 0.5, cli.share, "drop documents whose characters are more than this share digits"),
+    digit_share)
 
 
 def _help(capsys) -> str:
@@ -54,7 +50,7 @@ def test_the_registry_holds_the_filters_in_the_order_they_run():
     with pytest.raises(TypeError, match="max_digit_share"):
         CleanConfig(max_digit_share=0.1)
     with pytest.raises(ValueError, match="too_short"):
-        register(type("AnotherTooShort", (Filter,), {"name": "too_short"}))
+        register(PerDocument("too_short", Option("min_words", 3, cli.positive_int, "a second too_short"), len))
 
 
 def test_a_registered_filter_is_a_setting_a_flag_a_drop_reason_and_a_report_column(tmp_path, sample_head, capsys):
@@ -67,7 +63,7 @@ def test_a_registered_filter_is_a_setting_a_flag_a_drop_reason_and_a_report_colu
     source.write_text("\n".join(lines[25:] + numeric) + "\n", encoding="utf-8")
     out = tmp_path / "out"
 
-    register(TooManyDigits)
+    register(TOO_MANY_DIGITS)
     try:
         assert "max_digit_share" in CleanConfig() and options()[-1].field == "max_digit_share"
         assert "--max-digit-share" in _help(capsys) and "share digits" in _help(capsys)
