@@ -34,10 +34,10 @@ def train_tokenizers(data: Path, out: Path, vocab_size: int, max_chars: int) -> 
     texts = [TextSource("bn", str(data / f)) for f in BN] + [TextSource("en", str(data / f)) for f in EN]
     made = {}
     for name, whole in (("whole-grapheme", True), ("script-aware", False)):
-        config = run.RunConfig(texts=texts, out=out / f"tok-{name}", shares={"bn": 0.5, "en": 0.5},
-                               max_chars_per_source=max_chars, whole_graphemes=whole, naive=not whole,
-                               train=backends.TrainConfig(vocab_size=vocab_size, phrase_fraction=0.25,
-                                                          show_progress=False), progress=False)
+        config = run.TrainingRun(texts=texts, out=out / f"tok-{name}", shares={"bn": 0.5, "en": 0.5},
+                                 max_chars_per_source=max_chars, whole_graphemes=whole, naive=not whole,
+                                 train=backends.TrainConfig(vocab_size=vocab_size, phrase_fraction=0.25,
+                                                            show_progress=False), progress=False)
         if not (config.out / "tokenizer.json").is_file():
             run.run(config)
         made[name] = config.out / "tokenizer.json"

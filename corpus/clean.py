@@ -1,8 +1,9 @@
-"""Document cleaning: the canonical Unicode form, control characters and whitespace, then quality filters.
+"""Document cleaning: the canonical Unicode form, control characters and whitespace; and what the quality filters
+(``corpus.filters``) and dedup measure on a document: its script, its words and their n-gram hashes.
 
-Every step is counted in a ``collections.Counter`` the caller passes in, so the build report can say how many
-documents each step touched or dropped. The functions are pure otherwise: the same text, language and
-config always give the same result, which is what makes a build reproducible and resumable.
+Every cleaning step is counted in a ``collections.Counter`` the caller passes in, so the build report can say
+how many documents each step touched. The functions are pure otherwise: the same text and language always
+give the same result, which is what makes a build reproducible and resumable.
 """
 
 from __future__ import annotations
@@ -55,25 +56,7 @@ _WORD = regex.compile(r"\w+")
 _WORD_WIDTH = 24
 _WORD_POWERS = np.uint64(0x100000001B3) ** np.arange(_WORD_WIDTH, dtype=np.uint64)
 _NGRAM_MULTIPLIER = np.uint64(0x9E3779B1)
-# U+FFFD, and UTF-8 read as cp1252/Latin-1: a lead byte shown as Â/Ã/à/â followed by a continuation byte
-# shown as a C1-range or cp1252 punctuation character (e.g. "à¦¬" for ব, "â€™" for ’, "Ã©" for é).
-_MOJIBAKE = re.compile(
-    "\uFFFD|[\u00C2\u00C3\u00E0\u00E2][\u0080-\u00BF\u0152\u0153\u0160\u0161\u0178\u017D\u017E\u0192"
-    "\u02C6\u02DC\u2013\u2014\u2018-\u201E\u2020-\u2022\u2026\u2030\u2039\u203A\u20AC\u2122]"
-)
-_MOJIBAKE_START = re.compile("[\uFFFD\u00C2\u00C3\u00E0\u00E2]")  # one class: a quick "none here" first
 
-
-@dataclass
-class CleanConfig:
-    """Thresholds of the quality filters. A document failing any of them is dropped."""
-
-    min_chars: int = 20
-    min_script_share: float = 0.75  # letters in the declared language's script / all letters
-    max_dup_line_share: float = 0.3  # characters in lines that occur more than once / all line characters
-    max_dup_ngram_share: float = 0.3  # words covered by repeated word n-grams / all words
-    ngram: int = 5
-    max_bad_char_share: float = 0.01  # replacement characters and mojibake sequences / characters
 
 
 def script_of(language: str) -> str | None:
@@ -150,16 +133,6 @@ def script_shares(texts: list[str], script: str) -> np.ndarray:
     in_script = np.concatenate(([0], np.cumsum(classes == 2)))[bounds]
     letters, in_script = np.diff(letters), np.diff(in_script)
     return np.where(letters > 0, in_script / np.maximum(letters, 1), 1.0)
-
-
-def dup_line_share(text: str) -> float:
-    """Share of line characters in lines that occur more than once in the document."""
-    lines = [line for line in text.split("\n") if line.strip()]
-    if len(lines) < 2:
-        return 0.0
-    counts = Counter(lines)
-    total = sum(len(line) for line in lines)
-    return sum(len(line) for line in lines if counts[line] > 1) / total
 
 
 def words(text: str) -> list[str]:
@@ -247,93 +220,3 @@ def _join_ngrams(h: np.ndarray, n: int) -> np.ndarray:
     for k in range(n):
         grams = grams * _NGRAM_MULTIPLIER + h[k:len(h) - n + 1 + k]
     return grams
-
-
-def dup_ngram_share(text: str, n: int) -> float:
-    """Share of words covered by a word n-gram that occurs more than once in the document."""
-    (w,) = words_batch([text])
-    return _covered_share(ngram_hashes(w.hashes, n), w.count, n)
-
-
-def _covered_share(grams: np.ndarray, n_words: int, n: int) -> float:
-    if n_words < 2 * n or len(set(grams.tolist())) == len(grams):
-        return 0.0
-    _, inverse, counts = np.unique(grams, return_inverse=True, return_counts=True)
-    starts = np.flatnonzero(counts[inverse] > 1)
-    edges = np.zeros(n_words + 1, dtype=np.int64)
-    np.add.at(edges, starts, 1)
-    np.add.at(edges, starts + n, -1)
-    return float(np.count_nonzero(np.cumsum(edges[:-1]))) / n_words
-
-
-def bad_char_share(text: str) -> float:
-    """Share of characters that are U+FFFD or part of a mojibake sequence."""
-    if not text or _MOJIBAKE_START.search(text) is None:
-        return 0.0
-    return sum(len(m) for m in _MOJIBAKE.findall(text)) / len(text)
-
-
-def quality_issue(text: str, language: str, config: CleanConfig, doc_words: Words | None = None,
-                  grams: np.ndarray | None = None, share: float | None = None) -> str | None:
-    """The name of the first quality filter ``text`` fails, or None when it passes them all.
-
-    ``doc_words``, ``grams`` (its ``config.ngram`` hashes) and ``share`` (its :func:`script_share` in the
-    language's script) may be passed in when already computed.
-    """
-    if len(text) < config.min_chars:
-        return "too_short"
-    if bad_char_share(text) > config.max_bad_char_share:
-        return "mojibake"
-    script = script_of(language)
-    if script is not None and (script_share(text, script) if share is None else share) < config.min_script_share:
-        return "script_purity"
-    if dup_line_share(text) > config.max_dup_line_share:
-        return "repeated_lines"
-    doc_words = words_batch([text])[0] if doc_words is None else doc_words
-    grams = ngram_hashes(doc_words.hashes, config.ngram) if grams is None else grams
-    if _covered_share(grams, doc_words.count, config.ngram) > config.max_dup_ngram_share:
-        return "repeated_ngrams"
-    return None
-
-
-@dataclass
-class CleanDocument:
-    """A document that passed: its cleaned text, words and word n-gram hashes (reused by dedup)."""
-
-    text: str
-    words: Words
-    grams: np.ndarray
-
-
-def clean_and_filter(text: str, language: str, config: CleanConfig, counters: Counter) -> CleanDocument | None:
-    """Canonicalise ``text`` and apply the quality filters; None when dropped (counted as ``drop_<filter>``)."""
-    return clean_and_filter_batch([text], language, config, counters)[0]
-
-
-def clean_and_filter_batch(texts: list[str], language: str, config: CleanConfig,
-                           counters: Counter) -> list[CleanDocument | None]:
-    """:func:`clean_and_filter` of many documents (their n-gram hashes are computed in one pass).
-
-    ``counters`` receives the same counts as one call per document would give.
-    """
-    counters["documents_in"] += len(texts)
-    cleaned = [canonicalize(text, counters) for text in texts]
-    doc_words = words_batch(cleaned)
-    grams = ngram_hashes_batch([w.hashes for w in doc_words], config.ngram)
-    script = script_of(language)
-    shares = script_shares(cleaned, script) if script is not None else [None] * len(cleaned)
-    out: list[CleanDocument | None] = []
-    for text, w, doc_grams, share in zip(cleaned, doc_words, grams, shares, strict=True):
-        issue = quality_issue(text, language, config, w, doc_grams, share)
-        if issue is not None:
-            counters[f"drop_{issue}"] += 1
-            out.append(None)
-        else:
-            out.append(CleanDocument(text, w, doc_grams))
-    return out
-
-
-def clean_document(text: str, language: str, config: CleanConfig, counters: Counter) -> str | None:
-    """The cleaned text of a document that passes the filters, else None (see :func:`clean_and_filter`)."""
-    doc = clean_and_filter(text, language, config, counters)
-    return None if doc is None else doc.text

@@ -10,12 +10,12 @@ from pathlib import Path
 from common import cli as clihelp
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, plan_only
-from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig
 from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig
+from corpus.filters import CleanConfig, options
 from corpus.ingest import IngestConfig
+from corpus.measure import corpus_tables
 from corpus.plan import format_plan, parse_mix
-from corpus.prepare import corpus_tables
 from corpus.shards import Manifest, ShardError
 from corpus.sources import parse_source
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
@@ -54,7 +54,7 @@ PRESETS = {
 
 
 def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
-    d_clean, d_dedup = CleanConfig(), DedupConfig()
+    d_dedup = DedupConfig()
     p.add_argument("--source", action="append", default=[], metavar="LANG=SPEC", required=True, type=_source,
                    help="a labelled source: LANG=PATH (.txt/.txt.gz one document per line, .jsonl, .parquet, a "
                         "datasets folder), LANG=PATH:FIELD, LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]], or a file set "
@@ -79,11 +79,9 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--max-chars", type=clihelp.positive_int, help="read only the first N characters of each source (whole documents)")
     p.add_argument("--unit-docs", type=clihelp.positive_int, default=1000,
                    help="documents per block when tasks split one file between them (default 1000)")
-    p.add_argument("--min-chars", type=clihelp.non_negative_int, default=d_clean.min_chars)
-    p.add_argument("--min-script-share", type=clihelp.share, default=d_clean.min_script_share)
-    p.add_argument("--max-dup-line-share", type=clihelp.share, default=d_clean.max_dup_line_share)
-    p.add_argument("--max-dup-ngram-share", type=clihelp.share, default=d_clean.max_dup_ngram_share)
-    p.add_argument("--max-bad-char-share", type=clihelp.share, default=d_clean.max_bad_char_share)
+    for option in options():  # the quality filters' settings (corpus.filters)
+        if option.flag:
+            p.add_argument(option.flag_name, type=option.type, default=option.default, help=option.help)
     p.add_argument("--min-language-score", type=clihelp.share,
                    help="drop parquet rows whose language_score column (FineWeb-2, FineWeb-Edu) is lower")
     p.add_argument("--preset", choices=sorted(PRESETS),
@@ -122,10 +120,11 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
 
 
-def _apply_preset(a: argparse.Namespace, p_defaults: dict) -> None:
+def _apply_preset(a: argparse.Namespace) -> None:
     """A preset's values, for every option the user left at its default."""
+    defaults = CleanConfig() | {"min_language_score": None}
     for key, value in PRESETS.get(a.preset or "", {}).items():
-        if getattr(a, key) == p_defaults.get(key):
+        if getattr(a, key) == defaults[key]:
             setattr(a, key, value)
 
 
@@ -143,11 +142,8 @@ def _executor(a: argparse.Namespace) -> ExecutorConfig:
 
 
 def _config(a: argparse.Namespace) -> BuildConfig:
-    _apply_preset(a, {"min_language_score": None, "max_dup_line_share": CleanConfig().max_dup_line_share,
-                      "max_dup_ngram_share": CleanConfig().max_dup_ngram_share})
-    clean = CleanConfig(min_chars=a.min_chars, min_script_share=a.min_script_share,
-                        max_dup_line_share=a.max_dup_line_share, max_dup_ngram_share=a.max_dup_ngram_share,
-                        max_bad_char_share=a.max_bad_char_share)
+    _apply_preset(a)
+    clean = CleanConfig({o.field: getattr(a, o.field) for o in options() if o.flag})
     dedup = DedupConfig(exact=not a.no_exact_dedup, near=not a.no_near_dedup, threshold=a.near_dup_threshold)
     ingest = IngestConfig(tokenizer=a.tokenizer, tokenizer_dir=a.tokenizer_dir,
                           compare_tokenizers=a.compare_tokenizer, unit_docs=a.unit_docs, bad_utf8=a.bad_utf8,

@@ -2,7 +2,7 @@
 for a signal, at a chosen task.
 
 * ``CORPUS_FAULT=STAGE:INDEX`` kills the whole process group (the build and every worker it started) when
-  ``checkpoint(STAGE, INDEX)`` is reached.
+  ``kill_or_pause_if_asked(STAGE, INDEX)`` is reached.
 * ``CORPUS_PAUSE=STAGE:INDEX:FILE`` writes this process's pid to FILE there and then waits for a signal: a
   test synchronises on FILE, then signals the build or kills it, knowing where it stands.
 
@@ -18,7 +18,7 @@ FAULT_ENV = "CORPUS_FAULT"
 PAUSE_ENV = "CORPUS_PAUSE"
 
 
-def checkpoint(stage: str, index: int) -> None:
+def kill_or_pause_if_asked(stage: str, index: int) -> None:
     """Die here, by SIGKILL to the process group, when ``CORPUS_FAULT`` names this stage and index; wait here
     for a signal when ``CORPUS_PAUSE`` does."""
     here = f"{stage}:{index}"

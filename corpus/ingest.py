@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from common.errors import InputError
-from corpus.clean import CleanConfig
 from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
 from corpus.executors import ExecutorConfig, run_pipeline
+from corpus.filters import CleanConfig
 from corpus.progress import BuildStatus, StageWatcher
 from corpus.sources import check_sources
 from fertility.text import TextSource
@@ -77,6 +77,27 @@ class Ingested:
     chars: np.ndarray
     bytes: np.ndarray
     compare: np.ndarray  # (documents, comparison tokenizers)
+
+
+@dataclass
+class DocTable:
+    """Every kept document, one row each, in canonical order."""
+
+    source: np.ndarray  # source index
+    file: np.ndarray  # index into ``files``
+    uid: np.ndarray  # canonical document id (corpus.sources)
+    start: np.ndarray  # offset of its first token in its token file
+    tokens: np.ndarray  # token count including the BOS
+    chars: np.ndarray
+    bytes: np.ndarray
+    compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
+    files: list[str]  # token files, relative to the work folder
+
+    @classmethod
+    def of(cls, got: Ingested) -> DocTable:
+        """The ingest's kept documents as rows of shards: each document's tokens count its BOS."""
+        return cls(source=got.source, file=got.file, uid=got.uid, start=got.start, tokens=got.tokens + 1,
+                   chars=got.chars, bytes=got.bytes, compare=got.compare, files=got.token_files)
 
 
 def source_name(source: TextSource) -> str:

@@ -7,42 +7,10 @@ therefore unbalanced in the others; this table is where that shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-
-@dataclass
-class Totals:
-    """Sizes of a set of documents. ``tokens`` is the build's tokenizer; ``compare`` the comparison ones."""
-
-    documents: int = 0
-    chars: int = 0
-    bytes: int = 0
-    tokens: int = 0
-    compare: dict[str, int] = field(default_factory=dict)
-
-    def add(self, other: Totals) -> None:
-        self.documents += other.documents
-        self.chars += other.chars
-        self.bytes += other.bytes
-        self.tokens += other.tokens
-        for name, n in other.compare.items():
-            self.compare[name] = self.compare.get(name, 0) + n
-
-    def units(self, tokenizer: str) -> dict[str, int]:
-        """Every size of these documents, keyed by unit name (``tokens:<tokenizer>`` for token counts)."""
-        out = {"documents": self.documents, "chars": self.chars, "bytes": self.bytes, f"tokens:{tokenizer}": self.tokens}
-        out.update({f"tokens:{name}": n for name, n in self.compare.items()})
-        return out
-
-
-def by_language(totals: dict[str, Totals], languages: dict[str, str]) -> dict[str, Totals]:
-    """Sum per-source totals into per-language totals (``languages`` maps source name -> language)."""
-    out: dict[str, Totals] = {}
-    for name, t in totals.items():
-        out.setdefault(languages[name], Totals()).add(t)
-    return dict(sorted(out.items()))
+from corpus.prepare import Prepared
+from fertility.totals import Totals
 
 
 def shares(totals: dict[str, Totals], tokenizer: str) -> dict[str, dict[str, float]]:
@@ -82,3 +50,23 @@ def group_totals(rows: np.ndarray, group: np.ndarray, names: list[str], *, chars
             documents=len(sel), chars=int(chars[sel].sum()), bytes=int(bytes[sel].sum()), tokens=int(tokens[sel].sum()),
             compare={c: int(compare[sel, j].sum()) for j, c in enumerate(compare_names)}))
     return dict(sorted(out.items()))
+
+
+def measure_rows(prepared: Prepared, rows: np.ndarray, by: str) -> dict[str, Totals]:
+    """Sizes of ``rows`` of the document table (repeats count again), per source (``by="source"``) or language."""
+    t = prepared.table
+    names = [s.name for s in prepared.states]
+    groups = t.source
+    if by == "language":
+        names = sorted({s.language for s in prepared.states})
+        lookup = np.array([names.index(s.language) for s in prepared.states], dtype=np.int64)
+        groups = lookup[t.source] if len(t.source) else t.source
+    return group_totals(rows, groups, names, chars=t.chars, bytes=t.bytes, tokens=t.tokens - 1, compare=t.compare,
+                        compare_names=prepared.compare_names)
+
+
+def corpus_tables(prepared: Prepared) -> str:
+    """The kept corpus per source and per language, as terminal tables."""
+    everything = np.arange(len(prepared.table.tokens))
+    return "\n\n".join(format_table(by, measure_rows(prepared, everything, by), prepared.tokenizer_name)
+                       for by in ("source", "language"))

@@ -14,9 +14,12 @@ import numpy as np
 
 from common.fileio import atomic_write_bytes, atomic_write_text, write_json
 from corpus.ingest import SourceIngest
-from corpus.measure import Totals, shares
+from corpus.layout import Layout
+from corpus.measure import measure_rows, shares
 from corpus.plan import Plan, format_plan
+from corpus.prepare import Prepared
 from corpus.shards import ShardInfo, TokenizerInfo
+from fertility.totals import Totals
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -36,6 +39,19 @@ class ReportInput:
     plan: Plan
     new_shards: list[ShardInfo]  # the shards this build wrote
     shards_in_manifest: int
+
+
+def report_input(prepared: Prepared, layout: Layout, new_shards: list[ShardInfo], shards_in_manifest: int) -> ReportInput:
+    """The report's tables, measured on the prepared documents and the layout the build wrote."""
+    everything = np.arange(len(prepared.table.tokens))
+    return ReportInput(
+        tokenizer=prepared.tokenizer, tokenizer_name=prepared.tokenizer_name, compare=prepared.compare_names,
+        states=prepared.states, corpus_by_source=measure_rows(prepared, everything, "source"),
+        corpus=measure_rows(prepared, everything, "language"),
+        train=measure_rows(prepared, layout.train_rows, "language"),
+        validation={lang: measure_rows(prepared, rows, "language").get(lang, Totals())
+                    for lang, rows in prepared.val.items()},
+        plan=prepared.plan, new_shards=new_shards, shards_in_manifest=shards_in_manifest)
 
 
 def _jsonable(totals: dict[str, Totals]) -> dict:

@@ -25,9 +25,10 @@ from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-from corpus.clean import CleanConfig, clean_and_filter_batch, ngram_hashes, words
+from corpus.clean import ngram_hashes, words
 from corpus.dedup import DedupConfig, minhash_config
-from corpus.faults import checkpoint
+from corpus.faults import kill_or_pause_if_asked
+from corpus.filters import CleanConfig, clean_and_filter_batch
 from corpus.progress import TaskProgress
 from corpus.sources import partition
 from fertility.text import TextSource
@@ -72,7 +73,8 @@ class ReadSources(PipelineStep):
 
 
 class CleanAndFilter(PipelineStep):
-    """The canonical form, cleaning and quality filters (``corpus.clean``), in batches of one source."""
+    """The canonical form and cleaning (``corpus.clean``), then the quality filters (``corpus.filters``), in batches
+    of one source."""
 
     type = "🔻 - FILTER"
     name = "clean"
@@ -271,5 +273,5 @@ class FaultPoint(PipelineStep):
         self.stage = stage
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        checkpoint(self.stage, rank)
+        kill_or_pause_if_asked(self.stage, rank)
         return data

@@ -18,11 +18,12 @@ from fertility.balance import Balance, balance
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
 from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
 from fertility.premium import Fairness, ParallelError, ParallelMetrics, fairness, premium, read_parallel
-from fertility.sampling import BLOCK_CHARS, BlockStats, Totals, intervals, scaled
+from fertility.sampling import BLOCK_CHARS, BlockStats, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import TextError, TextSource, check_source, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
+from fertility.totals import Totals
 from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fertility.metrics import COUNT_FIELDS, Counts, Metrics
+from fertility.totals import Totals
 
 BLOCK_CHARS = 8192
 # rate -> (numerator count, denominator count), as Metrics defines them.
@@ -82,16 +83,6 @@ class BlockStats:
               + r * r * float(self.products[(b, b)][index]))
         var = max(ss, 0.0) / (n - 1) / n / (sb / n) ** 2 * max(0.0, 1.0 - sampled_share)
         return 1.96 * var ** 0.5
-
-
-@dataclass
-class Totals:
-    """What every document contributes exactly, whether or not it was sampled."""
-
-    documents: int = 0
-    chars: int = 0
-    bytes: int = 0
-    tokens: int = 0
 
 
 def scaled(detail: Metrics, totals: Totals, sample: Metrics) -> Metrics:

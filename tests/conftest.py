@@ -96,6 +96,27 @@ def stopped_by_signal():
     return assert_stopped_by_signal
 
 
+def interrupt_command(proc, signum: int, *, ready=lambda: None, timeout: float = 120) -> tuple[str, str]:
+    """Once ``ready()`` returns (it waits on a file the command writes, or on its answer: never on time), send
+    ``signum`` to the running command ``proc``, wait for its end and assert the contract for a signal
+    (:func:`assert_stopped_by_signal`); returns its (stdout, stderr). ``proc`` is killed whatever happens, a
+    failing ``ready`` or a command outliving ``timeout`` included."""
+    try:
+        ready()
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    assert_stopped_by_signal(proc.returncode, stderr, signum)
+    return stdout, stderr
+
+
+@pytest.fixture
+def interrupt():
+    """:func:`interrupt_command` as a fixture."""
+    return interrupt_command
+
+
 # The contract cases every command shares, by name, and what each finds at OUT before the command runs.
 OUT_STATES = {"--out a folder of the user's, --overwrite": "theirs", "--out an earlier result, no --overwrite": "ours",
               "--out is an existing file": "file beside", "--out is the folder of the text, --overwrite": "marked inputs"}
@@ -136,6 +157,62 @@ def plant_out():
 def tree():
     """:func:`list_tree` as a fixture."""
     return list_tree
+
+
+@pytest.fixture
+def input_folder(tmp_path):
+    """``input_folder({name: text or bytes, ...})``: the user's input folder ``tmp_path/data`` holding those files
+    (a name may hold folders)."""
+    def write(files: dict[str, str | bytes]) -> Path:
+        data = tmp_path / "data"
+        for name, content in files.items():
+            (data / name).parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                (data / name).write_bytes(content)
+            else:
+                (data / name).write_text(content, encoding="utf-8")
+        return data
+
+    return write
+
+
+class BadInputCase:
+    """One bad-input case of a command's contract test, laid out: OUT as the case finds it
+    (:func:`plant_out_state`), a file of the user's beside the inputs, beside OUT and inside it (plus in
+    ``more_folders``), the working folder OUT's parent (so ``.`` and ``..`` are the user's folders).
+    ``cases(inputs, out)[case]`` gives the case's arguments and the names its message must hold; ``defaults``
+    (option -> its arguments) come first where the case does not give the option, ``--out OUT`` last.
+    :meth:`check` asserts the contract once the command ran."""
+
+    def __init__(self, case: str, cases, inputs: Path, out: Path, defaults: dict[str, list[str]], *,
+                 root: Path, monkeypatch, more_folders: tuple[Path, ...] = ()) -> None:
+        plant_out_state(case, out, inputs)
+        args, self.names = cases(inputs, out)[case]
+        for option, given in defaults.items():
+            if option not in args:
+                args = [*given, *args]
+        self.args = args if "--out" in args else [*args, "--out", str(out)]
+        self.files = UserFiles(inputs, out.parent, *([out] if out.is_dir() else []), *more_folders)
+        self.root, self.before = root, list_tree(root)
+        monkeypatch.chdir(out.parent)
+
+    def check(self, code: int, stderr: str) -> None:
+        """Exit 2 and one line naming the case's names; the user's files as they were; nothing added or removed."""
+        assert_input_error(code, stderr, *self.names)
+        assert self.files.unchanged()
+        assert list_tree(self.root) == self.before
+
+
+@pytest.fixture
+def bad_input_case(tmp_path, monkeypatch):
+    """``bad_input_case(case, cases, inputs, out, defaults, more_folders=())``: a :class:`BadInputCase` below
+    ``tmp_path``."""
+    def lay_out(case: str, cases, inputs: Path, out: Path, defaults: dict[str, list[str]],
+                more_folders: tuple[Path, ...] = ()) -> BadInputCase:
+        return BadInputCase(case, cases, inputs, out, defaults, root=tmp_path, monkeypatch=monkeypatch,
+                            more_folders=more_folders)
+
+    return lay_out
 
 
 @pytest.fixture(scope="session")

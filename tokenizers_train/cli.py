@@ -19,8 +19,8 @@ from pathlib import Path
 
 from common import cli as clihelp
 from fertility import parse_text_arg
-from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig
-from tokenizers_train.run import REPORT_NAME, RunConfig, sample_summary
+from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig, backend_named
+from tokenizers_train.run import REPORT_NAME, TrainingRun, sample_summary
 from tokenizers_train.run import run as train
 from tokenizers_train.sampling import MAX_REPEATS
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training text for a language (repeat; several per language allowed)")
     p.add_argument("--vocab-size", type=vocab_size, default=64000, help="a multiple of 64 (default 64000)")
     p.add_argument("--out", required=True, type=Path, help="output folder (appears only when training succeeded)")
-    p.add_argument("--backend", default="hf-bpe", choices=BACKENDS, help="the trainer (default hf-bpe)")
+    p.add_argument("--backend", default=TrainConfig.backend, choices=BACKENDS,
+                   help=f"the trainer (default {TrainConfig.backend})")
     p.add_argument("--phrase-fraction", type=clihelp.share, default=0.25,
                    help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
     p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
@@ -99,14 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from(args: argparse.Namespace) -> RunConfig:
+def config_from(args: argparse.Namespace) -> TrainingRun:
     """The run the arguments ask for; bad labels, shares and targets are :class:`common.errors.InputError`."""
-    return RunConfig(
+    return TrainingRun(
         texts=[parse_text_arg(a) for a in args.text],
         out=args.out,
         train=TrainConfig(backend=args.backend, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                           max_token_length=args.max_token_length,
-                          phrase_fraction=args.phrase_fraction if args.backend == "hf-bpe" else 0.0,
+                          phrase_fraction=args.phrase_fraction if backend_named(args.backend).phrase_merges else 0.0,
                           show_progress=not args.no_progress),
         shares=(clihelp.parse_lang_numbers(args.shares, option="--shares", number="WEIGHT", strict=True)
                 if args.shares else None), temperature=args.temperature,

@@ -31,7 +31,7 @@ MARK_SHARE = 0.01
 
 
 @dataclass
-class RunConfig:
+class TrainingRun:
     """Everything one ``tokenizers-train`` invocation needs."""
 
     texts: list[TextSource]
@@ -46,7 +46,8 @@ class RunConfig:
     holdout: float = 0.02
     max_validation_chars: int = 400_000
     goal: targeting.Goal = field(default_factory=targeting.Goal)
-    # None: whole-grapheme training for hf-bpe when some language's text has combining marks (resolve_train)
+    # None: whole-grapheme training, where the backend can, when some language's text has combining marks
+    # (resolve_train)
     whole_graphemes: bool | None = None
     probe_chars: int = targeting.PROBE_CHARS
     naive: bool = False
@@ -66,7 +67,7 @@ class RunResult:
     report: dict
 
 
-def run(config: RunConfig) -> RunResult:
+def run(config: TrainingRun) -> RunResult:
     """Train as configured and publish OUT; raises ``TargetNotMet``, or an :class:`common.errors.InputError`
     (``TextError``, ``TrainingError``, ``TokenizerLoadError``, ``OutputPathError``) for bad input.
 
@@ -112,7 +113,7 @@ def run(config: RunConfig) -> RunResult:
     return result
 
 
-def resolve_goal(config: RunConfig) -> targeting.Goal:
+def resolve_goal(config: TrainingRun) -> targeting.Goal:
     """``config.goal`` with ``balance=None`` decided: fair by default, i.e. balance unless targets, parity,
     shares or a temperature decide the shares."""
     goal = config.goal
@@ -135,7 +136,7 @@ class _Trained:
     naive: Path | None
 
 
-def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
+def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
     started = time.time()
     prepared = ckpt.load_prepared()
     if prepared is None:
@@ -212,7 +213,7 @@ def _train(config: RunConfig, ckpt: checkpoint.Checkpoint) -> _Trained:
     return _Trained(started, prepared, train_config, rounds, chosen, tokenizer, budgets, naive)
 
 
-def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
+def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
     """OUT's content in ``tmp``: the chosen tokenizer, the naive one, the fertility and training reports."""
     final = tmp / t.tokenizer.name
     for path in t.tokenizer.parent.iterdir():  # sentencepiece: tokenizer.model and its tokenizer.json
@@ -255,7 +256,7 @@ def _assemble(config: RunConfig, t: _Trained, tmp: Path) -> RunResult:
     return RunResult(tmp, final, t.rounds, training_report)
 
 
-def _resume_key(config: RunConfig) -> dict:
+def _resume_key(config: TrainingRun) -> dict:
     """Every setting and input that changes what is trained (not where it goes or how it is shown)."""
     key = _arguments(config, config.train)
     for name in ("out", "references"):
@@ -272,20 +273,21 @@ def _resume_key(config: RunConfig) -> dict:
 
 def resolve_train(train: backends.TrainConfig, whole_graphemes: bool | None,
                   prepared: sampling.PreparedText) -> backends.TrainConfig:
-    """The training settings with ``whole_graphemes`` decided: as asked, else on for hf-bpe when a language's
-    training text is at least MARK_SHARE combining marks/ZWJ/ZWNJ (Bangla ~15 %, English Wikipedia ~0.01 %)."""
+    """The training settings with ``whole_graphemes`` decided: as asked, else on for a backend that can (its
+    ``Backend.whole_graphemes``) when a language's training text is at least MARK_SHARE combining marks/ZWJ/ZWNJ
+    (Bangla ~15 %, English Wikipedia ~0.01 %)."""
     if whole_graphemes is None:
-        whole_graphemes = train.backend == "hf-bpe" and any(
+        whole_graphemes = backends.backend_named(train.backend).whole_graphemes and any(
             lt.mark_chars >= MARK_SHARE * lt.train_chars for lt in prepared.languages.values())
     return dataclasses.replace(train, whole_graphemes=whole_graphemes)
 
 
-def _describe(config: RunConfig, prepared: sampling.PreparedText,
+def _describe(config: TrainingRun, prepared: sampling.PreparedText,
               shares: dict[str, float]) -> dict[str, sampling.LanguageSample]:
     return sampling.describe_sample(prepared, shares, config.sample_chars, config.max_repeats)
 
 
-def _sample_notes(config: RunConfig, prepared: sampling.PreparedText, shares: dict[str, float]) -> list[str]:
+def _sample_notes(config: TrainingRun, prepared: sampling.PreparedText, shares: dict[str, float]) -> list[str]:
     """A line for every language that was capped, cycled or bounded the sample (never silent)."""
     return [v.note for v in _describe(config, prepared, shares).values() if v.note]
 
@@ -308,7 +310,7 @@ def _named(path: str, name: str) -> fertility.Tokenizer:
     return tok
 
 
-def _arguments(config: RunConfig, train_config: backends.TrainConfig) -> dict:
+def _arguments(config: TrainingRun, train_config: backends.TrainConfig) -> dict:
     return {
         "texts": [{"lang": t.lang, "spec": t.spec} for t in config.texts],
         "out": str(config.out),
@@ -332,7 +334,7 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _progress(config: RunConfig, message: str) -> None:
+def _progress(config: TrainingRun, message: str) -> None:
     """A progress line (rounds as they go): shown unless the command was asked for no progress."""
     if config.progress:
         _log(message)

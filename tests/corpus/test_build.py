@@ -12,9 +12,9 @@ import regex
 
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, staging_path
-from corpus.clean import CleanConfig, clean_document
 from corpus.cli import main
 from corpus.executors import ExecutorConfig
+from corpus.filters import CleanConfig, clean_document
 from corpus.ingest import IngestConfig
 from corpus.shards import Manifest, read_shard
 from corpus.verify import documents, verify_shards

@@ -1,4 +1,4 @@
-"""corpus.clean: canonical form, control characters, whitespace and each quality filter, counted."""
+"""corpus.clean and corpus.filters: canonical form, control characters, whitespace and each quality filter, counted."""
 
 from __future__ import annotations
 
@@ -12,19 +12,21 @@ import regex
 
 from corpus.clean import (
     HSPACE_CHARS,
-    CleanConfig,
-    bad_char_share,
     canonicalize,
-    clean_document,
-    dup_line_share,
-    dup_ngram_share,
     ngram_hashes,
     ngram_hashes_batch,
-    quality_issue,
     script_of,
     script_share,
     words,
     words_batch,
+)
+from corpus.filters import (
+    CleanConfig,
+    bad_char_share,
+    clean_document,
+    dup_line_share,
+    dup_ngram_share,
+    quality_issue,
 )
 from corpus.normalize import is_normalized
 

@@ -15,25 +15,22 @@ from fertility.cli import main
 
 
 @pytest.fixture
-def data(tmp_path: Path, sample_head) -> Path:
+def data(input_folder, sample_head) -> Path:
     """The user's input folder: small bn/en texts, a parallel pair, a FLORES folder and some bad files."""
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "bn.txt").write_text(sample_head("bn/literature-bnarchive.txt.gz", 30), encoding="utf-8")
-    (data / "en.txt").write_text(sample_head("en/wiki-en-chinapedia.txt.gz", 30), encoding="utf-8")
-    for code in ("ben_Beng", "eng_Latn"):
-        (data / f"{code}.txt").write_text(sample_head(f"parallel/{code}.txt.gz", 20), encoding="utf-8")
-        (data / "flores" / "devtest").mkdir(parents=True, exist_ok=True)
-        (data / "flores" / "devtest" / f"{code}.devtest").write_text(
-            sample_head(f"parallel/{code}.txt.gz", 20), encoding="utf-8")
-    (data / "short.txt").write_text("one\ntwo\n", encoding="utf-8")
-    (data / "latin1.txt").write_bytes("ভালো\n".encode() + b"caf\xe9\n")
-    (data / "docs.jsonl").write_text(json.dumps({"text": "ভালো"}) + "\n", encoding="utf-8")
-    (data / "empty.txt").write_bytes(b"")
     gz = gzip.compress(("বাংলা লেখা\n" * 200).encode())
-    (data / "cut.txt.gz").write_bytes(gz[: len(gz) // 2])
-    (data / "broken.tiktoken").write_text("this is not a ranks file\n", encoding="utf-8")
-    return data
+    parallel = {code: sample_head(f"parallel/{code}.txt.gz", 20) for code in ("ben_Beng", "eng_Latn")}
+    return input_folder({
+        "bn.txt": sample_head("bn/literature-bnarchive.txt.gz", 30),
+        "en.txt": sample_head("en/wiki-en-chinapedia.txt.gz", 30),
+        **{f"{code}.txt": text for code, text in parallel.items()},
+        **{f"flores/devtest/{code}.devtest": text for code, text in parallel.items()},
+        "short.txt": "one\ntwo\n",
+        "latin1.txt": "ভালো\n".encode() + b"caf\xe9\n",
+        "docs.jsonl": json.dumps({"text": "ভালো"}) + "\n",
+        "empty.txt": b"",
+        "cut.txt.gz": gz[: len(gz) // 2],
+        "broken.tiktoken": "this is not a ranks file\n",
+    })
 
 
 def call(argv: list[str], capsys) -> tuple[int, str]:
@@ -101,28 +98,15 @@ CASES = list(cases(Path("D"), Path("O")))
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_files, plant_out, tree):
+def test_bad_input(case, data, tmp_path, capsys, monkeypatch, bad_input_case):
     import fertility.analysis
 
     out = tmp_path / "out" / "rep"
-    plant_out(case, out, data)
-    args, names = cases(data, out)[case]
-    if "--tokenizer" not in args:
-        args = ["--tokenizer", "gpt2", *args]
-    if "--out" not in args:
-        args = [*args, "--out", str(out)]
-    planted = [data, out.parent] + ([out] if out.is_dir() else [])
-    files = user_files(*planted)
-    before = tree(tmp_path)
-    monkeypatch.chdir(out.parent)  # "." and ".." are then the user's folders
+    laid = bad_input_case(case, cases, data, out, {"--tokenizer": ["--tokenizer", "gpt2"]})
     monkeypatch.setattr(fertility.analysis, "prepare_batch",
                         lambda *a: pytest.fail("the analysis started before the input was checked"))
 
-    code, err = call(args, capsys)
-
-    input_error(code, err, *names)
-    assert files.unchanged()
-    assert tree(tmp_path) == before  # nothing added or removed
+    laid.check(*call(laid.args, capsys))
     if case == "--out an earlier result, no --overwrite":
         assert json.loads((out / "result.json").read_text()) == {"previous": True}
 

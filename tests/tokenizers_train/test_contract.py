@@ -22,17 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def data(tmp_path: Path, sample_head) -> Path:
+def data(input_folder, sample_head) -> Path:
     """The user's input folder: small bn/en texts and some bad files."""
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "bn.txt").write_text(sample_head("bn/poems-pd-banglakosh.txt.gz", 60), encoding="utf-8")
-    (data / "en.txt").write_text(sample_head("en/wiki-en-chinapedia.txt.gz", 60), encoding="utf-8")
-    (data / "latin1.txt").write_bytes("ঠিক আছে\n".encode() + "café\n".encode("latin-1"))
-    (data / "docs.jsonl").write_text(json.dumps({"text": "ভালো"}) + "\n", encoding="utf-8")
-    (data / "empty.txt").write_bytes(b"")
-    (data / "corrupt.json").write_text("{not a tokenizer", encoding="utf-8")
-    return data
+    return input_folder({
+        "bn.txt": sample_head("bn/poems-pd-banglakosh.txt.gz", 60),
+        "en.txt": sample_head("en/wiki-en-chinapedia.txt.gz", 60),
+        "latin1.txt": "ঠিক আছে\n".encode() + "café\n".encode("latin-1"),
+        "docs.jsonl": json.dumps({"text": "ভালো"}) + "\n",
+        "empty.txt": b"",
+        "corrupt.json": "{not a tokenizer",
+    })
 
 
 def call(argv: list[str], capsys) -> tuple[int, str]:
@@ -102,30 +101,18 @@ CASES = list(cases(Path("D"), Path("O")))
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_bad_input(case, data, tmp_path, capsys, monkeypatch, input_error, user_files, plant_out, tree):
+def test_bad_input(case, data, tmp_path, capsys, monkeypatch, bad_input_case):
     from tokenizers_train import backends, sampling
 
     out = tmp_path / "out" / "tok"
-    plant_out(case, out, data)
-    args, names = cases(data, out)[case]
-    if "--text" not in args:
-        args = ["--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}", *args]
-    if "--out" not in args:
-        args = [*args, "--out", str(out)]
-    planted = [data, out.parent] + ([out] if out.is_dir() else [])
-    if case == "the checkpoint's place is a folder of the user's":
-        planted.append(out.with_name(".tok.checkpoint"))  # user_files makes it, with a file of the user's
-    files = user_files(*planted)
-    before = tree(tmp_path)
-    monkeypatch.chdir(out.parent)
+    texts = ["--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}"]
+    # user_files makes the checkpoint's place a folder, with a file of the user's in it
+    user_checkpoint = (out.with_name(".tok.checkpoint"),) if case == "the checkpoint's place is a folder of the user's" else ()
+    laid = bad_input_case(case, cases, data, out, {"--text": texts}, more_folders=user_checkpoint)
     for name, module in (("prepare_text", sampling), ("train", backends)):
         monkeypatch.setattr(module, name, lambda *a, **k: pytest.fail("work started before the input was checked"))
 
-    code, err = call(["--vocab-size", "512", *args], capsys)
-
-    input_error(code, err, *names)
-    assert files.unchanged()
-    assert tree(tmp_path) == before  # nothing added or removed
+    laid.check(*call(["--vocab-size", "512", *laid.args], capsys))
 
 
 def test_there_are_enough_cases():
@@ -184,9 +171,9 @@ def _outputs(out: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_training_is_one_line_and_the_rerun_gives_the_uninterrupted_result(
-        signum, code, data, tmp_path, stopped_by_signal):
+        signum, data, tmp_path, interrupt):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     reference = tmp_path / "reference"
     done = subprocess.run([sys.executable, "-m", "tokenizers_train", *_argv(data, reference)], env=env,
@@ -199,19 +186,16 @@ def test_a_signal_mid_training_is_one_line_and_the_rerun_gives_the_uninterrupted
     # complete (the command's own file), the run is certainly mid-training, whatever the machine's load.
     proc = subprocess.Popen([sys.executable, str(HOLD), "2", *_argv(data, out)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        round1 = tmp_path / ".out.checkpoint" / "round1" / "step.json"
+    round1 = tmp_path / ".out.checkpoint" / "round1" / "step.json"
+
+    def round1_done() -> None:
         deadline = time.monotonic() + 600
         while not round1.is_file():
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "round 1 never finished"
             time.sleep(0.05)  # polling a file, not timing: the run cannot finish while round 2 is held
-        proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert code == 128 + signum
-    stopped_by_signal(proc.returncode, stderr, signum)
+
+    stdout, stderr = interrupt(proc, signum, ready=round1_done)
     assert "finished work is kept" in stderr and stdout == ""
     assert not out.exists() and round1.is_file()  # nothing published; the finished round kept
 

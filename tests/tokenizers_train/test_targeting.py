@@ -73,9 +73,9 @@ def test_balance_floors_and_one_probe_uses_the_prior_slope():
     ({"shares": {"bn": 0.7, "en": 0.3}, "goal": targeting.Goal(balance=True)}, True),
 ])
 def test_python_default_balances_like_the_command(tmp_path, given, balance):
-    from tokenizers_train.run import RunConfig, resolve_goal
+    from tokenizers_train.run import TrainingRun, resolve_goal
 
-    config = RunConfig(texts=[], out=tmp_path / "out", **given)
+    config = TrainingRun(texts=[], out=tmp_path / "out", **given)
     assert resolve_goal(config).balance is balance
 
 

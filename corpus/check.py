@@ -1,0 +1,112 @@
+"""Stage 1 of a build, before any work: every check that needs no ingest (the sources parse and can be read, the
+mixture names their languages, the plan's numbers are sane, every tokenizer loads and the build's has a BOS,
+the executor can be used, a --work-dir is a folder) and what OUT holds (the --out policy of ``common.outdir``,
+a rerun of a finished build, the shard set an --append adds to)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from common.errors import InputError, OutputPathError
+from common.outdir import check_output_dir, is_ours
+from corpus.config import BuildConfig, BuildError
+from corpus.executors import ExecutorConfig, check_executor
+from corpus.plan import check_budget, check_languages
+from corpus.shards import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
+from corpus.sources import check_sources, parse_source
+from fertility.text import TextSource
+from fertility.tokenizers import Tokenizer, load_tokenizer
+
+
+@dataclass
+class Checked:
+    """What :func:`check_inputs` found, so that the work does not load or parse it again."""
+
+    sources: list[TextSource]
+    tokenizer: Tokenizer
+    info: TokenizerInfo
+
+
+def check_inputs(config: BuildConfig, executor: ExecutorConfig | None = None) -> Checked:
+    """Every check that needs no ingest, before any work: the sources parse (labels included) and can be read,
+    the mixture names exactly their languages, the plan's numbers are sane, every tokenizer loads and the
+    build's has a BOS, and the executor can be used."""
+    sources = parse_sources(config.sources)
+    check_budget(config.tokens, mix=config.mix, temperature=config.temperature, max_epochs=config.max_epochs)
+    if config.mix is not None:
+        check_languages(config.mix, {s.lang for s in sources})
+    tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
+    info = tokenizer_info(tok, config.ingest.tokenizer)
+    for spec in config.ingest.compare_tokenizers:  # loaded again by every ingest task; fail here, not there
+        load_tokenizer(spec, config.ingest.tokenizer_dir)
+    check_sources(sources, config.ingest.min_language_score)
+    if executor is not None:
+        check_executor(executor)
+    return Checked(sources, tok, info)
+
+
+def parse_sources(args: list[str]) -> list[TextSource]:
+    """``["bn=PATH", ...]`` -> sources, in order; at least one."""
+    if not args:
+        raise BuildError("give at least one --source LANG=SPEC")
+    return [parse_source(a) for a in args]
+
+
+def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
+    """The manifest's tokenizer record; ``spec`` becomes the absolute path of the file that was loaded."""
+    from pathlib import Path
+
+    if tok.bos_id is None:
+        raise BuildError(f"tokenizer {spec!r} has no BOS (or end-of-text) token; every document in a shard "
+                         f"must start with one. Train or choose a tokenizer that defines it")
+    path = Path(tok.path).resolve()
+    return TokenizerInfo(spec=str(path) if path.exists() else spec, sha256=tok.fingerprint,
+                         vocab_size=tok.vocab_size, bos_id=tok.bos_id, eos_id=tok.eos_id)
+
+
+def check_work_dir(work_dir: str | None) -> None:
+    """A local --work-dir must be a folder or a path that can become one (a URL is the filesystem's to judge)."""
+    if work_dir is None or "://" in str(work_dir):
+        return
+    path = Path(work_dir)
+    parent = next((p for p in (path, *path.parents) if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise InputError(f"--work-dir {work_dir}: {parent} is not a folder; give a folder (or a URL) for the "
+                         "stages' files")
+
+
+def _current(arguments: dict) -> dict:
+    return {k: v for k, v in arguments.items() if k != "previous"}
+
+
+def check_out(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, overwrite: bool,
+               inputs: list[str]) -> tuple[Manifest | None, bool]:
+    """Before any work, what OUT holds: ``(manifest, True)`` when it is this very build already (a rerun does
+    nothing), ``(manifest, False)`` for the shard set that ``append`` adds to, else ``(None, False)``. Refuses
+    an OUT the --out policy forbids (``common.outdir``), a result of other arguments without ``--overwrite``,
+    and an ``--append`` to anything but a shard set of the same tokenizer."""
+    check_output_dir(out_dir, overwrite=True, inputs=inputs)  # the rules no flag lifts
+    existing = None
+    if is_ours(out_dir) and (out_dir / MANIFEST_NAME).is_file():
+        existing = Manifest.load(out_dir)
+        if _current(existing.arguments) == args:
+            return existing, True
+    if append:
+        if existing is None:
+            raise BuildError(f"--append: {out_dir} is not a shard set written by `corpus build`; build one there "
+                             "first, or drop --append")
+        if existing.tokenizer.sha256 != info.sha256:
+            raise BuildError(
+                f"{out_dir / MANIFEST_NAME}: its shards were made with tokenizer {existing.tokenizer.spec} "
+                f"(sha256 {existing.tokenizer.sha256[:12]}), not {info.spec} (sha256 {info.sha256[:12]}); token "
+                "ids of two tokenizers cannot share a shard set. Use another --out, or the manifest's tokenizer")
+        if existing.dtype != dtype_for_vocab(info.vocab_size):
+            raise BuildError(f"{out_dir}: existing shards are {existing.dtype}, this tokenizer needs "
+                             f"{dtype_for_vocab(info.vocab_size)}")
+        return existing, False
+    if existing is not None and not overwrite:
+        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments; pass "
+                              "--append to add these shards to it, --overwrite to replace it, or choose another --out")
+    check_output_dir(out_dir, overwrite=overwrite, inputs=inputs)
+    return None, False

@@ -1,0 +1,100 @@
+"""The staging folder beside OUT where a build works (``.OUT.building``, marked as this project's): created or
+resumed, kept across a kill or a signal for the rerun, removed when bad input met before the ingest was
+finished makes its work untrustworthy, and renamed into OUT when the build is complete."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from common.errors import InputError, OutputPathError
+from common.fileio import read_json, write_json
+from common.outdir import MARKER, is_ours
+from corpus.plan import PlanError
+from corpus.shards import MANIFEST_NAME
+
+WORK_DIR = ".work"
+STAGE_SUFFIX = ".building"
+
+
+def staging_path(out_dir: str | Path) -> Path:
+    """Where a build into OUT keeps its unfinished work (shards, report, and the stages' files in ``.work``): a
+    folder beside OUT, marked as this project's, that a rerun of the same command resumes and that becomes OUT
+    by a rename when the build is complete (``common.outdir.publish_dir``)."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f".{out_dir.name}{STAGE_SUFFIX}"
+
+
+def _open_stage(stage: Path, record: dict | None) -> bool:
+    """Create the staging folder, or resume the one there; True when it is created now. ``record`` says what
+    the folder's shards are for (the build's arguments); a folder holding another build's unfinished shards
+    keeps only its ingest (``.work``, checked by its own fingerprint) and packs again, which takes seconds.
+    ``None`` (a plan) leaves an existing folder as it is."""
+    marker = {"written_by": "bangla-tokfair", "command": "corpus build (unfinished)", "build": record}
+    if stage.exists() or stage.is_symlink():
+        if not stage.is_dir() or not is_ours(stage):
+            raise OutputPathError(f"{stage}: is where this build keeps its unfinished work, but holds something "
+                                  "this project did not write; move it away (nothing was written)")
+        if record is not None and read_json(stage / MARKER).get("build") != record:
+            for path in stage.iterdir():
+                if path.name not in (MARKER, WORK_DIR):
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+            write_json(stage / MARKER, marker)
+        return False
+    stage.mkdir()
+    write_json(stage / MARKER, marker)
+    return True
+
+
+def link_existing(out_dir: Path, stage: Path) -> None:
+    """The files of the shard set an --append adds to, in the staging folder: hard links (shards are never
+    rewritten in place, so OUT's files stay as they were), or copies where links are refused. Not its
+    manifest: in the staging folder, a manifest marks the build finished."""
+    for path in out_dir.iterdir():
+        target = stage / path.name
+        if path.is_file() and path.name not in (MARKER, MANIFEST_NAME) and not target.exists():
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copy2(path, target)
+
+
+@contextmanager
+def staged(out_dir: Path, record: dict | None) -> Iterator[Path]:
+    """The staging folder of ``out_dir`` for the block. Bad input met before the ingest was finished removes a
+    folder created by this run (its work cannot be trusted once the input is fixed): nothing is left that was
+    not there before. Anything else (a signal, a bug, a plan error after a finished ingest) keeps it, marked,
+    for the rerun to resume."""
+    stage = staging_path(out_dir)
+    created = _open_stage(stage, record)
+    try:
+        yield stage
+    except InputError as e:
+        if created and not isinstance(e, PlanError):
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def work_url(stage: Path, work_dir: str | None) -> str:
+    return str(work_dir).rstrip("/") if work_dir else str((stage / WORK_DIR).resolve())
+
+
+def remove_work(work_url: str) -> None:
+    if "://" not in work_url:
+        shutil.rmtree(work_url, ignore_errors=True)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(work_url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def remove_stale_temp_files(*directories: Path) -> None:
+    """Temp files that a killed ``atomic_write_bytes`` left behind (never a committed file)."""
+    for directory in directories:
+        for path in directory.glob(".*.tmp"):
+            path.unlink(missing_ok=True)
