@@ -5,9 +5,9 @@
     pretrain eval --run RUN [--checkpoint PATH] [--max-tokens N] [--text LANG=PATH ...] [--tasks T1,T2]
                   [--out FILE.json]
     pretrain eval --checkpoint CKPT | --hf DIR  --text LANG=PATH ... [--tasks T1,T2] --out FILE.json
-                                                                                     (pretrain.downstream)
-    pretrain bench --config tiny|bangla-0.4b [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.bench)
-    pretrain export --checkpoint CKPT --out DIR [--tokenizer SPEC] [--overwrite]            (pretrain.export)
+                                                                                     (pretrain.eval.model_scores)
+    pretrain bench --config tiny|bangla-0.4b [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.perf.bench)
+    pretrain export --checkpoint CKPT --out DIR [--tokenizer SPEC] [--overwrite]            (pretrain.release.export)
 
 --out of launch is a new or empty folder, or with --resume a run of ours to continue; nothing else is
 written into. Ctrl-C or SIGTERM during training saves a checkpoint at the next step boundary and stops
@@ -32,8 +32,8 @@ from common import cli
 from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, check_output_file, is_ours
 from common.signals import deferred_signals
-from pretrain import rundir
 from pretrain.config import RESUMABLE_KEYS, RunConfig, apply_overrides, load_config, preset
+from pretrain.train import rundir
 
 PROG = "pretrain"
 EXIT_BAD_INPUT = 2
@@ -63,7 +63,7 @@ def _subparser(sub, name: str, help_text: str, doc: str):
 
 
 def _launch_parser(sub) -> None:
-    from pretrain.faults import KINDS
+    from pretrain.train.faults import KINDS
 
     p = _subparser(sub, "launch", "train (with preflight and supervisor)",
                    "Train a GPT on corpus shards (preflight, supervisor, checkpoints). Under torchrun, one process "
@@ -97,7 +97,7 @@ def _launch_parser(sub) -> None:
     p.add_argument("--max-rollbacks", type=cli.non_negative_int, help="supervisor rollbacks honoured before halting")
     p.add_argument("--no-supervisor", action="store_true", help="do not start the supervisor process")
     p.add_argument("--supervisor-args", default="", metavar="ARGS",
-                   help="options for python -m pretrain.supervisor, one string (or use the --sup-NAME options below)")
+                   help="options for python -m pretrain.guard.supervisor, one string (or use the --sup-NAME options below)")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation")
     p.add_argument("--preflight-only", action="store_true", help="run the preflight and stop")
     p.add_argument("--dry-run", action="store_true",
@@ -107,7 +107,7 @@ def _launch_parser(sub) -> None:
                    help="--dry-run: throughput for the time estimate (default: 45%% MFU on an H100, assumed)")
     p.add_argument("--vocab-size", type=cli.positive_int, default=50257,
                    help="--dry-run without --data: the tokenizer's vocabulary (default: GPT-2's)")
-    from pretrain.supervisor import add_arguments as supervisor_arguments
+    from pretrain.guard.supervisor import add_arguments as supervisor_arguments
 
     supervisor_arguments(p.add_argument_group("supervisor (each --sup-NAME is passed on as --NAME)"), prefix="sup-")
 
@@ -116,7 +116,7 @@ def _supervisor_args(args) -> list[str]:
     """The --sup-NAME options the user gave, as the supervisor's own --NAME options."""
     from dataclasses import fields
 
-    from pretrain.supervisor import SupervisorConfig
+    from pretrain.guard.supervisor import SupervisorConfig
 
     out = shlex.split(args.supervisor_args)
     for f in fields(SupervisorConfig):
@@ -127,7 +127,7 @@ def _supervisor_args(args) -> list[str]:
 
 
 def _eval_parser(sub) -> None:
-    from pretrain import downstream
+    from pretrain.eval import model_scores as downstream
 
     p = _subparser(sub, "eval", "per-language evaluation of a run against its random-init twin; bits per byte on "
                    "any text; lm-evaluation-harness tasks",
@@ -149,7 +149,8 @@ def _eval_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pretrain import bench, export
+    from pretrain.perf import bench
+    from pretrain.release import export
 
     parser = cli.parser(PROG, __doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -205,7 +206,7 @@ def check_run_dir(out: str, *, resume: bool, inputs: list[str]) -> None:
 
 def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfig:
     """The run's config: the saved one on --resume (only run-control fields may change), else the preset."""
-    from pretrain.data import DataError
+    from pretrain.train.data import DataError
 
     saved = Path(args.out) / rundir.CONFIG
     if (args.resume or args.resume_from) and saved.exists():
@@ -236,7 +237,7 @@ def _resolve_config(args, overrides: list[str], sup_args: list[str]) -> RunConfi
 def _new_config(args, overrides: list[str]) -> RunConfig:
     """A new run's config: ``--config`` (a preset sized to the shards' vocabulary, else to ``--vocab-size``, or a
     config JSON) with ``overrides`` applied."""
-    from pretrain.data import open_dataset
+    from pretrain.train.data import open_dataset
 
     if Path(args.config).suffix == ".json":
         cfg = load_config(args.config)
@@ -268,8 +269,8 @@ def _overrides(args) -> list[str]:
 def check_runnable(cfg: RunConfig) -> None:
     """What the config asks of the loop, checked before any device or data work: a batch that splits, a
     step count (or a way to find one) and a device torch sees."""
-    from pretrain.faults import parse_faults
-    from pretrain.step import batch_layout
+    from pretrain.train.faults import parse_faults
+    from pretrain.train.optim import batch_layout
 
     batch_layout(cfg, int(os.environ.get("WORLD_SIZE", "1")))
     tc = cfg.train
@@ -281,12 +282,12 @@ def check_runnable(cfg: RunConfig) -> None:
 
 
 def start_supervisor(run_dir: Path, generation: int, args: list[str]) -> subprocess.Popen:
-    """``python -m pretrain.supervisor --run RUN --trainer-pid PID --generation GEN ...`` beside this trainer.
+    """``python -m pretrain.guard.supervisor --run RUN --trainer-pid PID --generation GEN ...`` beside this trainer.
 
     In a session of its own, so that a Ctrl-C at the terminal reaches only the trainer, which stops the
     supervisor itself once its checkpoint is saved; after a kill -9 of the trainer the supervisor sees it gone
     at its next poll and exits."""
-    cmd = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(os.getpid()),
+    cmd = [sys.executable, "-m", "pretrain.guard.supervisor", "--run", str(run_dir), "--trainer-pid", str(os.getpid()),
            "--generation", str(generation), *args]
     return subprocess.Popen(cmd, start_new_session=True)
 
@@ -321,7 +322,7 @@ def use_fsdp(cfg: RunConfig, runtime) -> bool:
     would take more than 60% of one GPU, so DDP's full replica plus activations would not fit."""
     import torch
 
-    from pretrain.model import count_parameters
+    from pretrain.model.gpt import count_parameters
 
     if cfg.train.fsdp != "auto":
         return cfg.train.fsdp == "yes"
@@ -332,7 +333,7 @@ def use_fsdp(cfg: RunConfig, runtime) -> bool:
 
 def dry_run(args, sup_args: list[str]) -> int:
     """``launch --dry-run``: the plan of the config the same arguments would train, without data or a device."""
-    from pretrain.plan import format_plan, run_plan
+    from pretrain.guard.run_plan import format_plan, plan_run
 
     if args.data:
         check_shards(args.data)
@@ -342,7 +343,7 @@ def dry_run(args, sup_args: list[str]) -> int:
         if not args.config:
             raise InputError("launch --dry-run needs --config")
         cfg = _new_config(args, [o for o in _overrides(args) if not o.startswith("train.out=")])
-    print(format_plan(run_plan(cfg, tokens_per_s=args.tokens_per_s)))
+    print(format_plan(plan_run(cfg, tokens_per_s=args.tokens_per_s)))
     return 0
 
 
@@ -366,10 +367,10 @@ def launch(args) -> int:
 
 def train(cfg: RunConfig, run_dir: Path, args) -> int:
     """Preflight, supervisor, the training loop (signals deferred to its step boundaries), final evaluation."""
-    from pretrain import distributed
-    from pretrain.data import open_dataset
-    from pretrain.preflight import format_report, run_preflight, write_report
-    from pretrain.train import Trainer
+    from pretrain.guard.preflight import format_preflight, run_preflight, write_report
+    from pretrain.train import distributed
+    from pretrain.train.data import open_dataset
+    from pretrain.train.trainer import Trainer
 
     runtime = distributed.setup(cfg.train.device, cfg.train.dtype)
     try:
@@ -382,7 +383,7 @@ def train(cfg: RunConfig, run_dir: Path, args) -> int:
             if not is_ours(run_dir):
                 rundir.mark(run_dir)
             write_report(report, run_dir)
-            print(format_report(report), file=sys.stderr)
+            print(format_preflight(report), file=sys.stderr)
         if not report.ok:
             return EXIT_BAD_INPUT
         if args.preflight_only:
@@ -407,8 +408,7 @@ def train(cfg: RunConfig, run_dir: Path, args) -> int:
                       f"checkpoint saved; continue with: pretrain launch --out {run_dir} --resume", file=sys.stderr)
             return code
         if code == 0 and runtime.is_main and not args.no_eval:
-            from pretrain.evaluate import evaluate_run
-            from pretrain.evaluate import format_report as format_eval
+            from pretrain.eval.run_eval import evaluate_run, format_eval
 
             report = evaluate_run(run_dir, device=str(runtime.device), max_tokens=cfg.data.eval_tokens)
             print(format_eval(report), file=sys.stderr)
@@ -420,8 +420,8 @@ def train(cfg: RunConfig, run_dir: Path, args) -> int:
 # --- eval ------------------------------------------------------------------------------------------------------
 
 def run_eval(args) -> int:
-    from pretrain.downstream import format_downstream, plan_from_args, run_plan
-    from pretrain.evaluate import evaluate_run, format_report
+    from pretrain.eval.model_scores import format_scores, plan_from_args, score_model
+    from pretrain.eval.run_eval import evaluate_run, format_eval
 
     texts = [t.partition("=") for t in args.text]
     for lang, _, _ in texts:
@@ -439,17 +439,18 @@ def run_eval(args) -> int:
     if args.run:
         report = evaluate_run(args.run, checkpoint=args.checkpoint, data=args.data, max_tokens=args.max_tokens,
                               samples=args.samples, device=args.device, micro_batch=args.micro_batch, out=out)
-        print(format_report(report))
+        print(format_eval(report))
         print(f"wrote {out}" if out else f"wrote {Path(args.run) / 'eval.json'} and eval.png")
     if plan is not None:
-        report = run_plan(plan, report)
-        print(format_downstream(report))
+        report = score_model(plan, report)
+        print(format_scores(report))
         print(f"wrote {plan.out}")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    from pretrain import bench, export
+    from pretrain.perf import bench
+    from pretrain.release import export
 
     commands = {"launch": launch, "eval": run_eval, "bench": bench.main, "export": export.run}
     return commands[args.command](args)

@@ -20,8 +20,8 @@ from typing import Any
 
 from common import cli
 from common.errors import InputError
-from pretrain.model import PRESETS as MODEL_PRESETS
-from pretrain.model import GPTConfig, model_config
+from pretrain.model.gpt import PRESETS as MODEL_PRESETS
+from pretrain.model.gpt import GPTConfig, model_config
 
 ModelConfig = GPTConfig
 
@@ -77,7 +77,7 @@ class TrainConfig:
     dtype: str = "auto"  # "auto" (bf16 on CUDA, fp32 on CPU) | "bf16" | "fp32"
     compile: str = "auto"  # "auto" (on CUDA) | "yes" | "no"
     fsdp: str = "auto"  # under torchrun: "auto" (FSDP2 when DDP would not fit) | "yes" | "no"
-    threads: int = 0  # torch CPU threads; 0 = pretrain.hardware.cpu_threads (the usable cores less one)
+    threads: int = 0  # torch CPU threads; 0 = pretrain.train.hardware.cpu_threads (the usable cores less one)
     tensorboard: bool = True
     preflight_steps: int = 3  # measured optimizer steps in the preflight burst; 0 skips the burst
     supervisor: bool = True
@@ -86,7 +86,7 @@ class TrainConfig:
     # Wait after each step until the supervisor has judged it: every verdict then lands at the step it names
     # (deterministic; what the fault tests use), at the cost of up to one supervisor poll per step.
     supervisor_lockstep: bool = False
-    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.faults
+    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.train.faults
 
 
 # Fields a --resume may change: how the run is driven, not what it computes.
@@ -140,7 +140,7 @@ class RunConfig:
         return self.data.seq_len or self.model.block_size
 
 
-# Optimiser and batch settings of each preset; the model shape comes from pretrain.model.PRESETS.
+# Optimiser and batch settings of each preset; the model shape comes from pretrain.model.gpt.PRESETS.
 RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the cosine ends at step 3815.
     "bangla-0.4b": dict(

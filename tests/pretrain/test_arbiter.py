@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
-from pretrain.arbiter import GradientFlowError, check_gradient_flow
-from pretrain.model import GPT, model_config
+from pretrain.guard.grad_flow import GradientFlowError, check_gradient_flow
+from pretrain.model.gpt import GPT, model_config
 
 SEQ, BATCH = 64, 2
 BYTE_VOCAB = 256

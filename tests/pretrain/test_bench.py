@@ -60,7 +60,7 @@ def test_bench_rejects_bad_arguments(capsys):
 def test_attention_probe_tells_the_causal_flag_from_an_explicit_mask():
     import torch.nn.functional as F
 
-    from pretrain.attention_probe import attention_kernels, describe
+    from pretrain.perf.attention_probe import attention_kernels, describe
 
     q = torch.randn(1, 2, 16, 8)
     mask = torch.ones(16, 16, dtype=torch.bool).tril()

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from pretrain.checkpoint import (
+from pretrain.train.checkpoint import (
     CheckpointError,
     checkpoint_dir,
     latest_checkpoint,
@@ -64,7 +64,7 @@ def test_a_file_without_sidecar_is_an_interrupted_write(tmp_path):
 
 def test_kill_during_checkpoint_leaves_previous_loadable(tmp_path):
     save_checkpoint(tmp_path, 1, state(1))
-    code = (f"import torch; from pretrain.checkpoint import save_checkpoint; from pretrain.faults import FaultPlan; "
+    code = (f"import torch; from pretrain.train.checkpoint import save_checkpoint; from pretrain.train.faults import FaultPlan; "
             f"hook = FaultPlan([('kill_during_checkpoint', 2)]).checkpoint_hook(2); "
             f"save_checkpoint({str(tmp_path)!r}, 2, {{'w': torch.zeros(100000)}}, before_publish=hook)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True)

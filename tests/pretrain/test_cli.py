@@ -127,7 +127,7 @@ def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, sha
     "no manifest". And `eval --run RUN --text ... --out FILE` also rewrote RUN/eval.json and eval.png."""
     import shutil
 
-    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     launched, elsewhere = tmp_path / "launched", tmp_path / "elsewhere"
     shutil.copytree(shards, launched / "data" / "shards")
@@ -157,7 +157,7 @@ def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, sha
 
 
 def test_the_data_of_an_older_run_with_relative_paths_is_found():
-    from pretrain.rundir import resolve_path
+    from pretrain.train.rundir import resolve_path
 
     # Launched from /home/u as `--data demo_out/corpus --out demo_out/run`: the launch folder is the run's
     # absolute path less the recorded --out.

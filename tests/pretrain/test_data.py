@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corpus.shards import read_shard
-from pretrain.data import BatchSampler, DataError, check_compatible, eval_windows, open_dataset
+from pretrain.train.data import BatchSampler, DataError, check_compatible, eval_windows, open_dataset
 
 
 def test_stream_reads_across_shard_boundaries(synthetic_shards):

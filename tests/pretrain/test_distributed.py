@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from common.fileio import read_jsonl
-from pretrain.checkpoint import latest_checkpoint, load_checkpoint
 from pretrain.cli import main
-from pretrain.plots import trajectory
+from pretrain.eval.plots import trajectory
+from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 8

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from pretrain.cli import main
-from pretrain.data import open_dataset
-from pretrain.distributed import setup
-from pretrain.evaluate import language_metrics
-from pretrain.model import build_model
-from pretrain.train import Trainer
+from pretrain.eval.run_eval import language_metrics
+from pretrain.model.gpt import build_model
+from pretrain.train.data import open_dataset
+from pretrain.train.distributed import setup
+from pretrain.train.trainer import Trainer
 
 
 def test_twin_is_the_model_the_run_started_from(micro, synthetic_shards, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrain.model import GPT, GPTConfig, linear_cross_entropy, model_config, pad_vocab
+from pretrain.model.gpt import GPT, GPTConfig, linear_cross_entropy, model_config, pad_vocab
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -115,7 +115,7 @@ def test_regional_compilation_reuses_one_graph_and_validation_stays_eager():
 def test_the_compiled_loss_chunk_body_computes_what_the_eager_one_does(chunk_rows):
     """The per-chunk body compiled (dynamo with the eager backend: the same ops, so the same bits on CPU;
     inductor's fusion is the GPU check's to measure), over several chunks and a shorter last one."""
-    from pretrain.model import _compiled_loss_chunk
+    from pretrain.model.gpt import _compiled_loss_chunk
 
     torch._dynamo.reset()
     torch.manual_seed(0)

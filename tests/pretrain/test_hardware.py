@@ -1,4 +1,4 @@
-"""The CPU thread default (`pretrain.hardware.cpu_threads`): the cores this process may use, less one."""
+"""The CPU thread default (`pretrain.train.hardware.cpu_threads`): the cores this process may use, less one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pretrain import hardware
+from pretrain.train import hardware
 
 
 @pytest.mark.parametrize(("cores", "processes", "threads"), [(1, 1, 1), (2, 1, 1), (16, 1, 15), (16, 2, 7), (2, 2, 1)])
@@ -19,9 +19,9 @@ def test_the_default_leaves_a_core_and_shares_the_rest_among_the_runs_processes(
 def test_a_run_without_threads_gets_the_default(micro, synthetic_shards, tmp_path, monkeypatch):
     import torch
 
-    from pretrain import train
-    from pretrain.data import open_dataset
-    from pretrain.distributed import Runtime
+    from pretrain.train import trainer as train
+    from pretrain.train.data import open_dataset
+    from pretrain.train.distributed import Runtime
 
     before = torch.get_num_threads()
     default = 1 if before != 1 else 2  # a count the process does not have yet, so the test can fail

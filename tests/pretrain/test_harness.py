@@ -7,8 +7,8 @@ import json
 import pytest
 
 from pretrain.cli import main
-from pretrain.harness import LOCAL_TASKS, task_result
-from pretrain.harness_tasks.bangla_sample_cloze.build import OUT, build_items, render
+from pretrain.eval.harness import LOCAL_TASKS, task_result
+from pretrain.eval.tasks.bangla_sample_cloze.build import OUT, build_items, render
 
 
 def test_the_shipped_local_task_is_what_its_builder_makes():

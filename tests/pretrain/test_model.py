@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pretrain.config import apply_overrides, preset
-from pretrain.model import GPT, GPTConfig, count_parameters, model_config, pad_vocab, parameter_counts
+from pretrain.model.gpt import GPT, GPTConfig, count_parameters, model_config, pad_vocab, parameter_counts
 
 GPT2_VOCAB = 50257
 

@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 from corpus.shards import Manifest
-from pretrain.checkpoint import load_checkpoint
 from pretrain.cli import main
-from pretrain.model import GPTConfig, parameter_counts
-from pretrain.model_card import matching_evaluation
+from pretrain.model.gpt import GPTConfig, parameter_counts
+from pretrain.release.model_card import matching_evaluation
+from pretrain.train.checkpoint import load_checkpoint
 
 
 def _front_matter(card: str) -> list[str]:

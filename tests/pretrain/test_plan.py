@@ -13,8 +13,8 @@ import pytest
 
 from pretrain import cli
 from pretrain.config import apply_overrides, preset
-from pretrain.plan import run_plan
-from pretrain.step import lr_at
+from pretrain.guard.run_plan import plan_run
+from pretrain.train.optim import lr_at
 
 GPT2_VOCAB = 50257
 
@@ -40,14 +40,14 @@ def test_budget_overrides_rederive_the_steps_and_an_explicit_step_count_wins():
 
 
 def test_plan_numbers():
-    plan = run_plan(preset("bangla-0.4b", GPT2_VOCAB), tokens_per_s=200_000)
+    plan = plan_run(preset("bangla-0.4b", GPT2_VOCAB), tokens_per_s=200_000)
     assert (plan.steps, plan.tokens_per_step, plan.tokens) == (3815, 524288, 3815 * 524288)
     assert (plan.micro_batch, plan.accumulation) == (16, 16)
     assert plan.hours == pytest.approx(3815 * 524288 / 200_000 / 3600)
     assert plan.checkpoint_bytes == 12 * plan.parameters and plan.disk_bytes == 4 * plan.checkpoint_bytes
     assert plan.memory["total_bytes"] > plan.memory["weights_grads_adam_bytes"] == 16 * plan.parameters
     with pytest.raises(ValueError, match="max_steps or train.token_budget"):
-        run_plan(apply_overrides(preset("tiny", GPT2_VOCAB), ["train.max_steps=0"]))
+        plan_run(apply_overrides(preset("tiny", GPT2_VOCAB), ["train.max_steps=0"]))
 
 
 def test_launch_dry_run_prints_the_plan(capsys):
@@ -70,8 +70,8 @@ def test_launch_without_out_is_refused_unless_dry_run(capsys):
 
 def test_the_loss_chunk_in_the_memory_estimate_is_never_larger_than_the_micro_batch():
     from pretrain.config import preset
-    from pretrain.model import LOSS_CHUNK_ELEMENTS
-    from pretrain.plan import memory_estimate
+    from pretrain.guard.run_plan import memory_estimate
+    from pretrain.model.gpt import LOSS_CHUNK_ELEMENTS
 
     small = preset("tiny", 8000)  # 8 x 128 tokens: far fewer logits than one full chunk
     memory = memory_estimate(small, autocast=False)

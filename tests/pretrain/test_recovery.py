@@ -9,14 +9,14 @@ import os
 import pytest
 
 from common.fileio import read_jsonl, write_json
-from pretrain import rundir
-from pretrain.checkpoint import CheckpointError, step_checkpoints
 from pretrain.cli import main
-from pretrain.data import open_dataset
-from pretrain.distributed import setup
-from pretrain.plots import trajectory
-from pretrain.supervisor import Supervisor, SupervisorConfig
-from pretrain.train import Trainer
+from pretrain.eval.plots import trajectory
+from pretrain.guard.supervisor import Supervisor, SupervisorConfig
+from pretrain.train import rundir
+from pretrain.train.checkpoint import CheckpointError, step_checkpoints
+from pretrain.train.data import open_dataset
+from pretrain.train.distributed import setup
+from pretrain.train.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

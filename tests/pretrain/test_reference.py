@@ -15,10 +15,10 @@ from corpus.shards import Manifest, read_shard
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 from pretrain import cli
-from pretrain import reference as ref
-from pretrain.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
-from pretrain.export import export_checkpoint
-from pretrain.model import GPT, GPTConfig, model_config, pad_vocab
+from pretrain.model import hf_llama as ref
+from pretrain.model.gpt import GPT, GPTConfig, model_config, pad_vocab
+from pretrain.release.export import export_checkpoint
+from pretrain.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 
 # fp32 on CPU: the two models run the same maths in a different op order (fused vs split projections).
 LOGITS_TOL = 1e-5  # max |diff| / max |logit|

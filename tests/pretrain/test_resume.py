@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from common.fileio import read_jsonl
-from pretrain.checkpoint import latest_checkpoint
 from pretrain.cli import main
-from pretrain.plots import trajectory
+from pretrain.eval.plots import trajectory
+from pretrain.train.checkpoint import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def supervisors_of(run) -> list[int]:
             argv = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue  # the process ended meanwhile
-        if b"pretrain.supervisor" in argv and str(run).encode() in argv:
+        if b"pretrain.guard.supervisor" in argv and str(run).encode() in argv:
             pids.append(int(cmdline.parent.name))
     return pids
 

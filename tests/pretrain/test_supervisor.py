@@ -20,10 +20,11 @@ import torch
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
 from fertility.text import iter_documents
-from pretrain import cli, rundir
-from pretrain import supervisor as sup
-from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
-from pretrain.supervisor import SupervisorConfig
+from pretrain import cli
+from pretrain.guard import supervisor as sup
+from pretrain.guard.supervisor import SupervisorConfig
+from pretrain.train import rundir
+from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -149,7 +150,7 @@ def test_config_rejects_bad_policy():
 def test_command_round_trips_through_the_cli_parser(tmp_path):
     cfg = SupervisorConfig(window=7, spike_z=3.5, grad_norm_max=9.0, halt_policy="rollback", max_rollbacks=2)
     argv = sup.command(tmp_path, 123, 4, cfg)
-    assert argv[:3] == [sys.executable, "-m", "pretrain.supervisor"]
+    assert argv[:3] == [sys.executable, "-m", "pretrain.guard.supervisor"]
     import argparse
 
     parser = argparse.ArgumentParser()

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrain.checkpoint import latest_checkpoint
 from pretrain.cli import main
-from pretrain.model import GPT, GPTConfig
-from pretrain.textbpb import Scorer, score_ids, windows
+from pretrain.eval.text_bits import Scorer, score_ids, windows
+from pretrain.model.gpt import GPT, GPTConfig
+from pretrain.train.checkpoint import latest_checkpoint
 
 
 @pytest.mark.parametrize("n_ids,context", [(2, 8), (9, 8), (10, 8), (37, 8), (100, 7), (5, 1)])

@@ -9,7 +9,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from pretrain.data import eval_windows, open_dataset
+from pretrain.train.data import eval_windows, open_dataset
 
 
 def _bench(root):

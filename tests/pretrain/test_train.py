@@ -8,14 +8,14 @@ import math
 import pytest
 
 from common.fileio import read_jsonl, write_json
-from pretrain.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 from pretrain.config import OptimConfig
-from pretrain.data import open_dataset
-from pretrain.distributed import setup
-from pretrain.faults import parse_faults
-from pretrain.plots import trajectory
-from pretrain.step import batch_layout, lr_at
-from pretrain.train import Trainer
+from pretrain.eval.plots import trajectory
+from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
+from pretrain.train.data import open_dataset
+from pretrain.train.distributed import setup
+from pretrain.train.faults import parse_faults
+from pretrain.train.optim import batch_layout, lr_at
+from pretrain.train.trainer import Trainer
 
 
 def make_trainer(micro, data, out, *overrides):

@@ -1,5 +1,5 @@
 """``pretrain eval`` beyond the run's own validation split: bits per byte and character on any text
-(``--text``, :mod:`pretrain.textbpb`) and lm-evaluation-harness tasks (``--tasks``, :mod:`pretrain.harness`),
+(``--text``, :mod:`pretrain.eval.text_bits`) and lm-evaluation-harness tasks (``--tasks``, :mod:`pretrain.eval.harness`),
 for a run's checkpoint, a checkpoint file or any HF causal-LM folder, written into ``eval.json``.
 
     pretrain eval --run RUN --text bn=bn.txt --tasks belebele_ben_Beng     -> RUN/eval.json, all sections
@@ -15,7 +15,7 @@ each task name. The sections added to eval.json (schema_version 1; a run's file 
     "tasks": {"harness", "model", "model_args", "num_fewshot", "limit", "checkpoint_sha256"?,
               "results": {TASK: {"metric", "score", "chance", "documents", "metrics", "stderr"}}}
 
-With a checkpoint, ``--tasks`` exports it (``pretrain.export``) to a temporary folder for the harness's
+With a checkpoint, ``--tasks`` exports it (``pretrain.release.export``) to a temporary folder for the harness's
 HF backend and removes it afterwards.
 """
 
@@ -31,12 +31,12 @@ from typing import Any
 from common import cli
 from common.fileio import read_json, write_json
 from fertility.text import TextSource, iter_documents, parse_text_arg
-from pretrain.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
-from pretrain.textbpb import TextEvalError, evaluate_texts, load_scorer
+from pretrain.eval.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
+from pretrain.eval.text_bits import TextEvalError, evaluate_texts, load_scorer
 
 
 @dataclass
-class DownstreamPlan:
+class ScorePlan:
     """What to score and where to write it; made (and checked) before any work."""
 
     model: Path  # a checkpoint file or an HF folder
@@ -66,9 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "only this file is written, no plot; needed without --run)")
 
 
-def plan_from_args(args: argparse.Namespace) -> DownstreamPlan | None:
+def plan_from_args(args: argparse.Namespace) -> ScorePlan | None:
     """The checked plan of a ``pretrain eval`` command line; None when it asks for no text and no task."""
-    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not args.text and not tasks:
@@ -96,7 +96,7 @@ def plan_from_args(args: argparse.Namespace) -> DownstreamPlan | None:
                                device=_device(args.device), task_paths=args.task_path)
     if tasks:
         check_tasks(tasks, task_manager(settings.task_paths))
-    return DownstreamPlan(model=model, out=Path(args.out) if args.out else Path(args.run) / "eval.json",
+    return ScorePlan(model=model, out=Path(args.out) if args.out else Path(args.run) / "eval.json",
                           texts=texts, tasks=tasks, max_chars=args.max_chars, normalize=not args.no_normalize,
                           device=args.device, harness=settings)
 
@@ -110,16 +110,16 @@ def _device(name: str) -> str:
 def _checkpoint_sha256(path: Path) -> dict[str, str]:
     """The sha256 of the checkpoint scored (from its sidecar, or from an export's export.json), so that
     ``pretrain export`` can tell which evaluation belongs to the checkpoint it exports."""
-    from pretrain.checkpoint import sidecar
+    from pretrain.train.checkpoint import sidecar
 
     meta = sidecar(path.resolve()) if path.is_file() else path / "export.json"
     sha = read_json(meta).get("sha256" if path.is_file() else "checkpoint_sha256") if meta.is_file() else None
     return {"checkpoint_sha256": sha} if sha else {}
 
 
-def run_plan(plan: DownstreamPlan, report: dict[str, Any] | None = None) -> dict[str, Any]:
+def score_model(plan: ScorePlan, report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score the texts and tasks of ``plan``, add them to ``report`` (a run's eval.json) and write it."""
-    from pretrain.export import export_checkpoint
+    from pretrain.release.export import export_checkpoint
 
     report = dict(report) if report else {"schema_version": 1}
     provenance = _checkpoint_sha256(plan.model)
@@ -145,7 +145,7 @@ def run_plan(plan: DownstreamPlan, report: dict[str, Any] | None = None) -> dict
     return report
 
 
-def format_downstream(report: dict[str, Any]) -> str:
+def format_scores(report: dict[str, Any]) -> str:
     """Terminal tables of the ``text`` and ``tasks`` sections."""
     lines = []
     if "text" in report:

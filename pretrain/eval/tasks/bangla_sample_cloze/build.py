@@ -1,6 +1,6 @@
 """Builds ``bangla_sample_cloze.jsonl`` from the shipped Tatoeba sentences (``data/sample/parallel``).
 
-    python -m pretrain.harness_tasks.bangla_sample_cloze.build   (from the repository root)
+    python -m pretrain.eval.tasks.bangla_sample_cloze.build   (from the repository root)
 
 Each item is a Bangla sentence of at least 6 words cut after its first half of words; the choices are its
 own second half and the second halves of three other items' sentences, the true one at position
@@ -15,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SOURCE = ROOT / "data" / "sample" / "parallel" / "ben_Beng.txt.gz"
 OUT = Path(__file__).with_name("bangla_sample_cloze.jsonl")
 ITEMS, CHOICES, MIN_WORDS, SEED = 40, 4, 6, 15

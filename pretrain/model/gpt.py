@@ -13,7 +13,7 @@ Conventions other code relies on (the HF golden reference converts weights with 
 * ``mlp.gate_up`` is the fused ``[gate; up]`` projection (rows ``0:h`` and ``h:2h``);
   ``mlp(x) = down(silu(gate(x)) * up(x))``.
 
-Speed on a GPU (numerically the same function; the golden reference in `pretrain.reference` holds):
+Speed on a GPU (numerically the same function; the golden reference in `pretrain.model.hf_llama` holds):
 
 * the vocabulary is padded to a multiple of 128 (tensor-core friendly shapes); the padded ids are never
   predicted: their logits are cut off (``forward`` without targets) or set to -inf in the loss, so an

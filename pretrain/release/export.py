@@ -3,8 +3,8 @@
     pretrain export --checkpoint RUN/checkpoints/step_00001000.pt --out DIR [--tokenizer SPEC] [--dtype bf16]
 
 The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
-:mod:`pretrain.reference`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
-``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.model_card`). Users then evaluate with their usual tools::
+:mod:`pretrain.model.hf_llama`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
+``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.release.model_card`). Users then evaluate with their usual tools::
 
     model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
 
@@ -32,8 +32,8 @@ import torch
 from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, umask, write_json
 from common.outdir import check_output_dir, publish_dir, staging_dir
-from pretrain.model import GPT, GPTConfig, parameter_counts
-from pretrain.reference import to_hf
+from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
+from pretrain.model.hf_llama import to_hf
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -43,7 +43,7 @@ class ExportError(InputError):
 
 
 def model_from_checkpoint(state: dict[str, Any], path: Path) -> GPT:
-    """Our model with the weights of a loaded checkpoint (written by `pretrain.train.Trainer`)."""
+    """Our model with the weights of a loaded checkpoint (written by `pretrain.train.trainer.Trainer`)."""
     try:
         cfg = GPTConfig(**state["config"]["model"])
         weights = state["model"]
@@ -89,10 +89,10 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
                       overwrite: bool = False) -> Path:
     """Write the HF folder for ``checkpoint`` at ``out`` (new or empty, or with ``overwrite`` an earlier
     export); return ``out``.
-    Its README.md is the model card (:mod:`pretrain.model_card`), from ``eval_json`` (default RUN/eval.json)
+    Its README.md is the model card (:mod:`pretrain.release.model_card`), from ``eval_json`` (default RUN/eval.json)
     and the shard manifest in ``data`` (default the run's)."""
-    from pretrain import model_card
-    from pretrain.checkpoint import load_checkpoint
+    from pretrain.release import model_card
+    from pretrain.train.checkpoint import load_checkpoint
 
     checkpoint, out = Path(checkpoint), Path(out)
     check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])

@@ -6,7 +6,7 @@
 The harness's own HF backend runs the model, so scores are those anyone gets with ``lm_eval --model hf``.
 Task names are the harness's; the Bangla ones in lm-eval 0.4.13 are ``belebele_ben_Beng``, ``bangla_mmlu``,
 ``boolqa_bn``, ``openbookqa_bn``, ``piqa_bn``, ``bangla_commonsenseqa`` and ``global_mmlu_bn`` (a group).
-They download their data from the hub on first use. ``bangla_sample_cloze`` (``pretrain/harness_tasks``,
+They download their data from the hub on first use. ``bangla_sample_cloze`` (``pretrain/eval/tasks``,
 made from the repository's sample text) runs offline and is what the tests use.
 
 Each task's chance level is measured on the documents actually scored: the mean over documents of
@@ -24,7 +24,7 @@ from typing import Any
 
 from common.errors import InputError
 
-LOCAL_TASKS = Path(__file__).with_name("harness_tasks")
+LOCAL_TASKS = Path(__file__).with_name("tasks")
 
 
 class HarnessError(InputError):

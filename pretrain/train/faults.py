@@ -45,7 +45,7 @@ def parse_faults(specs: Iterable[str]) -> list[tuple[str, int]]:
 
 @dataclass
 class StepFaults:
-    """The faults that fire inside one optimizer step (what `pretrain.train.train_step` applies)."""
+    """The faults that fire inside one optimizer step (what `pretrain.train.trainer.train_step` applies)."""
 
     kinds: frozenset[str]
 

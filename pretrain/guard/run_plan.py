@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pretrain.config import RunConfig
-from pretrain.hardware import PEAK_FLOPS
-from pretrain.model import LOSS_CHUNK_ELEMENTS, count_parameters, parameter_counts
-from pretrain.step import batch_layout, lr_at
+from pretrain.model.gpt import LOSS_CHUNK_ELEMENTS, count_parameters, parameter_counts
+from pretrain.train.hardware import PEAK_FLOPS
+from pretrain.train.optim import batch_layout, lr_at
 
 # The throughput assumed when none is given: this MFU on an H100 SXM (the issue's floor for bangla-0.4b).
 ASSUMED_MFU = 0.45
@@ -85,7 +85,7 @@ class RunPlan:
         return asdict(self)
 
 
-def run_plan(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, autocast: bool = True) -> RunPlan:
+def plan_run(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, autocast: bool = True) -> RunPlan:
     """The plan of ``cfg`` on ``world_size`` devices; ``tokens_per_s`` 0 assumes :data:`ASSUMED_MFU`."""
     m, tc = cfg.model, cfg.train
     if tc.max_steps < 1:

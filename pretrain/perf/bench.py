@@ -1,14 +1,14 @@
 """``pretrain bench``: our training step against the same step of ``transformers.LlamaForCausalLM``.
 
-Both models get the same shape, the same weights (converted by :mod:`pretrain.reference`, HF keeping our
+Both models get the same shape, the same weights (converted by :mod:`pretrain.model.hf_llama`, HF keeping our
 padded vocabulary rows so the matmuls have the same shapes), the same batch, the same optimizer and the
-same step function, the trainer's own :func:`pretrain.step.train_step` with
-:func:`pretrain.step.make_optimizer`: bf16 autocast, SDPA and fused AdamW on a GPU; fp32 on a CPU. Each is
+same step function, the trainer's own :func:`pretrain.train.optim.train_step` with
+:func:`pretrain.train.optim.make_optimizer`: bf16 autocast, SDPA and fused AdamW on a GPU; fp32 on a CPU. Each is
 timed over ``--steps`` steps after ``--warmup`` steps (compilation, allocator warm-up), with one device
 synchronisation before and after the timed loop and none inside it. Reported per model: tokens/s, seconds
-per step, MFU (GPU only: needs the peak FLOP/s of a known GPU model, :data:`pretrain.hardware.PEAK_FLOPS`),
+per step, MFU (GPU only: needs the peak FLOP/s of a known GPU model, :data:`pretrain.train.hardware.PEAK_FLOPS`),
 peak memory (GPU only), the first (compiling) step's time and the attention kernel that ran
-(:mod:`pretrain.attention_probe`); then the ratio of tokens/s, and a gradient-flow arbiter pass on two rows.
+(:mod:`pretrain.perf.attention_probe`); then the ratio of tokens/s, and a gradient-flow arbiter pass on two rows.
 
 Compilation modes: ours compiles per block (`GPT.compile_blocks`); HF runs ``eager``, ``regional`` (each
 decoder layer compiled, its mask built eagerly: the flash kernel stays usable) or ``whole`` (the whole model
@@ -39,9 +39,9 @@ from common import cli
 from common.errors import InputError
 from common.fileio import write_json
 from pretrain.config import OptimConfig
-from pretrain.distributed import Runtime
-from pretrain.model import GPT, GPTConfig, model_config
-from pretrain.reference import hf_loss, to_hf
+from pretrain.model.gpt import GPT, GPTConfig, model_config
+from pretrain.model.hf_llama import hf_loss, to_hf
+from pretrain.train.distributed import Runtime
 
 GPT2_VOCAB = 50257  # the vocabulary of the shipped tokenizer; the model pads it to 50304
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")
@@ -87,7 +87,7 @@ class StepResult:
     last_loss: float
     parameters: int
     first_step_s: float  # the first warm-up step: compilation included
-    attention: list[dict[str, Any]] = field(default_factory=list)  # pretrain.attention_probe.attention_kernels
+    attention: list[dict[str, Any]] = field(default_factory=list)  # pretrain.perf.attention_probe.attention_kernels
 
 
 @dataclass
@@ -159,8 +159,8 @@ def measure(name: str, mode: str, model: nn.Module, settings: BenchSettings, run
             micro_batches: list[torch.Tensor], flops_per_token: float, peak: float | None) -> StepResult:
     """Time the trainer's step on ``model`` (compiled here as ``mode`` says), then probe one more step for
     the attention kernel it runs."""
-    from pretrain.attention_probe import attention_kernels
-    from pretrain.step import make_optimizer, train_step
+    from pretrain.perf.attention_probe import attention_kernels
+    from pretrain.train.optim import make_optimizer, train_step
 
     device = runtime.device
     optimizer = make_optimizer(model, optim, device)
@@ -217,7 +217,7 @@ class BenchSetup:
 
 
 def setup(settings: BenchSettings) -> BenchSetup:
-    from pretrain.hardware import peak_flops
+    from pretrain.train.hardware import peak_flops
 
     device = torch.device(settings.device)
     runtime = Runtime(device=device, autocast_dtype=torch.bfloat16 if settings.dtype == "bf16" else None)
@@ -247,7 +247,7 @@ def _sdpa_backend(name: str):
 
 def measure_ours(settings: BenchSettings, su: BenchSetup | None = None) -> tuple[StepResult, dict[str, Any], float]:
     """Our step, the arbiter's verdict on two rows of the batch, and the model's FLOPs per token."""
-    from pretrain.arbiter import check_gradient_flow
+    from pretrain.guard.grad_flow import check_gradient_flow
 
     su = su or setup(settings)
     model = su.model(settings).to(su.runtime.device)
@@ -292,7 +292,7 @@ def run_bench(settings: BenchSettings, *, with_hf: bool = True) -> BenchReport:
                        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
 
 
-def format_report(report: BenchReport) -> str:
+def format_bench(report: BenchReport) -> str:
     s, d = report.settings, report.device
     lines = [f"bench {s.config}: {d.get('name')} ({d['device']}), torch {d['torch']}, {s.dtype}, "
              f"compile {'mode=' + s.compile_mode if s.compile else 'off'}, fused AdamW {s.fused_adamw}",
@@ -308,7 +308,7 @@ def format_report(report: BenchReport) -> str:
                      f"{r.first_loss:>10.3f}/{r.last_loss:.3f}")
     if report.ratio_tokens_per_s is not None:
         lines.append(f"  ratio ours / HF tokens/s: {report.ratio_tokens_per_s:.3f}x")
-    from pretrain.attention_probe import describe
+    from pretrain.perf.attention_probe import describe
 
     lines += [f"  attention of {r.name}: {describe(r.attention)}" for r in (report.ours, report.hf) if r is not None]
     a = report.arbiter
@@ -361,7 +361,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"pretrain bench: warning: {settings.config} on a CPU will be very slow; use --config tiny",
               file=sys.stderr)
     report = run_bench(settings, with_hf=not args.no_hf)
-    print(format_report(report))
+    print(format_bench(report))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from typing import Any
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
 from pretrain.config import RunConfig
-from pretrain.model import parameter_counts
+from pretrain.model.gpt import parameter_counts
 
 
 @dataclass
@@ -133,7 +133,7 @@ def _header(inputs: CardInputs) -> list[str]:
 def _model_section(inputs: CardInputs) -> list[str]:
     m = inputs.config.model
     c = parameter_counts(m)
-    # What the non-embedding count leaves out, in this model's terms (pretrain.model.ParameterCounts).
+    # What the non-embedding count leaves out, in this model's terms (pretrain.model.gpt.ParameterCounts).
     left_out = "the token-embedding table, which is also the output head" if m.tie_embeddings else \
         "the token-embedding table; the output head counted"
     rows = ["## Model", "", "| | |", "|---|---|",

@@ -1,7 +1,7 @@
 """The preflight every launch runs before its first step: data and tokenizer, device, memory for the
 micro-batch, gradient flow (the arbiter), and the time to finish from a short measured burst.
 
-The manifest, vocabulary and token-id checks already ran when the :class:`~pretrain.train.Trainer` was built;
+The manifest, vocabulary and token-id checks already ran when the :class:`~pretrain.train.trainer.Trainer` was built;
 a mismatch there stops the launch before this point. Here every shard is hashed against the manifest, and
 the tokenizer file is loaded and hashed against the manifest's record. The burst
 runs real optimizer steps on the run's own model and optimizer and then restores them (a fresh run's weights
@@ -26,12 +26,13 @@ import torch
 from common.fileio import write_json
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
-from pretrain import distributed, plan
-from pretrain.checkpoint import load_checkpoint, rng_state, set_rng_state
-from pretrain.hardware import mfu
-from pretrain.model import build_model, parameter_counts
-from pretrain.step import make_optimizer, train_step
-from pretrain.train import Trainer
+from pretrain.guard import run_plan
+from pretrain.model.gpt import build_model, parameter_counts
+from pretrain.train import distributed
+from pretrain.train.checkpoint import load_checkpoint, rng_state, set_rng_state
+from pretrain.train.hardware import mfu
+from pretrain.train.optim import make_optimizer, train_step
+from pretrain.train.trainer import Trainer
 
 GiB = 1024**3
 
@@ -70,13 +71,13 @@ def _tensor_bytes(trainer: Trainer) -> int:
 
 
 def memory_estimate(trainer: Trainer) -> dict[str, Any]:
-    """`pretrain.plan.memory_estimate` for this trainer's config, precision, optimizer and sharding. On a CPU
+    """`pretrain.guard.run_plan.memory_estimate` for this trainer's config, precision, optimizer and sharding. On a CPU
     the device's memory is the process's, so what the process holds beyond the training tensors (interpreter,
     libraries, the mapped shards, the heap the allocator keeps) is measured and counted too: its resident
     memory now, less those tensors."""
     rt = trainer.runtime
     runtime = max(_resident_bytes() - _tensor_bytes(trainer), 0) if rt.device.type == "cpu" else 0
-    return plan.memory_estimate(trainer.cfg, autocast=rt.autocast_dtype is not None,
+    return run_plan.memory_estimate(trainer.cfg, autocast=rt.autocast_dtype is not None,
                                 shard=rt.world_size if rt.fsdp else 1, fused_optimizer=rt.device.type == "cuda",
                                 runtime_bytes=runtime)
 
@@ -223,7 +224,7 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         # keeps the arbiter's copy of the model within the run's own memory.
         _release_optimizer_state(trainer)
     if rt.is_main and not rt.fsdp:
-        from pretrain.arbiter import check_gradient_flow
+        from pretrain.guard.grad_flow import check_gradient_flow
 
         # Two rows are enough to reach every parameter; the arbiter runs eager on a copy, so a full
         # micro-batch would cost an uncompiled step's time and memory.
@@ -257,7 +258,7 @@ def write_report(report: PreflightReport, run_dir) -> None:
     write_json(run_dir / "preflight.json", report.to_dict())
 
 
-def format_report(report: PreflightReport) -> str:
+def format_preflight(report: PreflightReport) -> str:
     d, m, b = report.device, report.model, report.batch
     lines = [f"preflight: {'ok' if report.ok else 'FAILED'}",
              f"  data    {report.data['train_tokens']:,} train tokens; val {report.data['val_languages']}",

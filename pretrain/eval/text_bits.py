@@ -95,8 +95,8 @@ def load_scorer(path: str | Path, device: str = "auto") -> Scorer:
 
 def _checkpoint_scorer(path: Path, dev: torch.device) -> Scorer:
     from corpus.shards import ShardError, TokenizerInfo
-    from pretrain.checkpoint import load_checkpoint
-    from pretrain.export import model_from_checkpoint
+    from pretrain.release.export import model_from_checkpoint
+    from pretrain.train.checkpoint import load_checkpoint
 
     state = load_checkpoint(path)
     model = model_from_checkpoint(state, path).to(dev).eval()

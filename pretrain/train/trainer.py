@@ -1,13 +1,13 @@
 """The training loop: gradient accumulation to a global batch in tokens, AdamW with warmup then cosine or
 WSD, clipping, bf16 autocast and torch.compile on a GPU (fp32 eager on CPU), exact resume, and the
-trainer's side of the supervisor protocol (see `pretrain.supervisor`).
+trainer's side of the supervisor protocol (see `pretrain.guard.supervisor`).
 
 Step numbering: step ``n`` (1-based) is the n-th optimizer update; ``metrics.jsonl`` logs it under
 ``"step": n`` and the checkpoint taken after it is ``step_{n:08d}.pt``. Resuming from that checkpoint runs
 step ``n + 1`` next, with batch, learning rate and RNG exactly as the uninterrupted run had them.
 
 The files the trainer writes in ``RUN/`` and the generation protocol with the supervisor are
-`pretrain.rundir`'s; the step itself is `pretrain.step`'s; injected faults are `pretrain.faults`'s. A metrics
+`pretrain.train.rundir`'s; the step itself is `pretrain.train.optim`'s; injected faults are `pretrain.train.faults`'s. A metrics
 record is ``{"gen", "step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "time", "tokens", "batch"}``
 (non-finite values as null, MFU null on CPU); after a rollback or resume a step can appear again, and the
 last line for a step is the one that counts.
@@ -29,8 +29,10 @@ from tqdm import tqdm
 
 from common.fileio import read_jsonl, write_json
 from common.signals import StopRequest
-from pretrain import distributed, rundir
-from pretrain.checkpoint import (
+from pretrain.config import RunConfig
+from pretrain.model.gpt import GPTConfig, build_model
+from pretrain.train import distributed, rundir
+from pretrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     resume_checkpoint,
@@ -38,13 +40,12 @@ from pretrain.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from pretrain.config import RunConfig
-from pretrain.data import BatchSampler, DataError, Dataset, check_compatible
-from pretrain.distributed import Runtime
-from pretrain.faults import FaultPlan
-from pretrain.hardware import cpu_threads, mfu, peak_flops
-from pretrain.model import GPTConfig, build_model
-from pretrain.step import batch_layout, lr_at, make_optimizer, train_step
+from pretrain.train.data import BatchSampler, DataError, Dataset, check_compatible
+from pretrain.train.distributed import Runtime
+from pretrain.train.faults import FaultPlan
+from pretrain.train.hardware import cpu_threads, mfu, peak_flops
+from pretrain.train.optim import batch_layout, lr_at, make_optimizer, train_step
+from pretrain.train.validation import language_losses
 
 HALT_EXIT_CODE = 3
 
@@ -272,8 +273,6 @@ class Trainer:
 
     def validate(self) -> dict[str, float]:
         """Mean loss per language on the first ``data.eval_tokens`` tokens of each validation stream."""
-        from pretrain.evaluate import language_losses
-
         losses = language_losses(self.wrapped, self.dataset, self.cfg.seq_len, self.cfg.data.eval_tokens,
                                  self.cfg.data.micro_batch, self.runtime)
         self.val_loss = statistics.fmean(losses.values()) if losses else None

@@ -1,7 +1,7 @@
 """What a device can do: the dense bf16 peak FLOP/s by GPU model, for MFU, and the CPU thread default.
 
 MFU = flops_per_token x tokens/s / (peak FLOP/s x world size), with flops_per_token = 6N + 12 L d T
-(`pretrain.model.GPT.flops_per_token`).
+(`pretrain.model.gpt.GPT.flops_per_token`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from pretrain.model import GPT, GPTConfig
+from pretrain.model.gpt import GPT, GPTConfig
 
 
 def hf_config(cfg: GPTConfig, *, bos_id: int | None = None, eos_id: int | None = None,
@@ -60,12 +60,12 @@ def gpt_config(hf) -> GPTConfig:
     """Our config from a ``LlamaConfig``; refuses the Llama features our model does not have."""
     if hf.num_key_value_heads != hf.num_attention_heads:
         raise ValueError(f"grouped-query attention ({hf.num_key_value_heads} kv heads for "
-                         f"{hf.num_attention_heads} heads) is not supported by pretrain.model.GPT")
+                         f"{hf.num_attention_heads} heads) is not supported by pretrain.model.gpt.GPT")
     if getattr(hf, "attention_bias", False) or getattr(hf, "mlp_bias", False):
-        raise ValueError("Llama biases are not supported by pretrain.model.GPT (it has none)")
+        raise ValueError("Llama biases are not supported by pretrain.model.gpt.GPT (it has none)")
     rope = getattr(hf, "rope_parameters", None) or {}
     if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"RoPE scaling {rope.get('rope_type')!r} is not supported by pretrain.model.GPT")
+        raise ValueError(f"RoPE scaling {rope.get('rope_type')!r} is not supported by pretrain.model.gpt.GPT")
     if hf.hidden_act != "silu":
         raise ValueError(f"activation {hf.hidden_act!r} is not supported (SwiGLU uses silu)")
     cfg = GPTConfig(vocab_size=hf.vocab_size, block_size=hf.max_position_embeddings, n_layer=hf.num_hidden_layers,
@@ -226,15 +226,15 @@ def train_trajectories(model: GPT, hf: nn.Module, batches: list[tuple[torch.Tens
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pretrain.reference --data SHARDS``: print how closely our model matches HF Llama on real
+    """``python -m pretrain.model.hf_llama --data SHARDS``: print how closely our model matches HF Llama on real
     tokens (the figures quoted in docs/run_trust.md)."""
     import argparse
     import json
 
     from corpus.shards import Manifest, read_shard
-    from pretrain.model import model_config
+    from pretrain.model.gpt import model_config
 
-    p = argparse.ArgumentParser(prog="python -m pretrain.reference", description=main.__doc__.split(":")[0])
+    p = argparse.ArgumentParser(prog="python -m pretrain.model.hf_llama", description=main.__doc__.split(":")[0])
     p.add_argument("--data", required=True, help="shard directory (manifest.json + train shards)")
     p.add_argument("--config", default="tiny", help="model preset")
     p.add_argument("--batch", type=int, default=4)

@@ -11,7 +11,7 @@ request left behind by an ended run is void for the next one.
 Files in ``RUN/``:
 
 * ``generation.json`` ``{"generation"}``: the trainer's current generation (written atomically);
-* ``metrics.jsonl``: one record per step ``{"gen", "step", "loss", ...}`` (see `pretrain.train`);
+* ``metrics.jsonl``: one record per step ``{"gen", "step", "loss", ...}`` (see `pretrain.train.trainer`);
 * ``heartbeat.json`` ``{"gen", "step", "time", "pid"}``: rewritten atomically every step;
 * ``halt_request.json`` ``{"gen", "reason", "evidence", "step", "action", "skip_batches"}``: by the supervisor;
 * ``halt.json``: the outcome of a halt; ``rollbacks.jsonl``: one line per rollback done; ``void_requests.jsonl``:
@@ -76,7 +76,7 @@ def has_trained(run_dir: Path) -> bool:
 def check_run(run_dir: str | os.PathLike, what: str = "--run", *, checkpoint: bool = True) -> Path:
     """``run_dir`` if it is a run folder (that holds a checkpoint, unless ``checkpoint`` is False), else an
     :class:`InputError` naming ``what``."""
-    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -8,10 +8,10 @@ import math
 import torch
 
 from common.errors import InputError
-from pretrain import distributed
 from pretrain.config import OptimConfig, RunConfig
-from pretrain.distributed import Runtime
-from pretrain.faults import StepFaults
+from pretrain.train import distributed
+from pretrain.train.distributed import Runtime
+from pretrain.train.faults import StepFaults
 
 
 def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
@@ -58,7 +58,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, micro_b
                runtime: Runtime, grad_clip: float, faults: StepFaults | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer update over ``micro_batches`` (each ``(m, T + 1)``); returns (mean loss, grad norm).
-    ``faults`` (tests only, `pretrain.faults`) may poison the loss or the gradients."""
+    ``faults`` (tests only, `pretrain.train.faults`) may poison the loss or the gradients."""
     total = torch.zeros((), device=runtime.device)
     for i, batch in enumerate(micro_batches):
         x, y = batch[:, :-1], batch[:, 1:]

@@ -62,7 +62,7 @@ class ArbiterReport:
 
 
 def default_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """``model(inputs, targets)`` returning ``(logits, loss)``, as :class:`pretrain.model.GPT` does."""
+    """``model(inputs, targets)`` returning ``(logits, loss)``, as :class:`pretrain.model.gpt.GPT` does."""
     out = model(*batch)
     return out[1] if isinstance(out, tuple) else out
 

@@ -72,7 +72,7 @@ class _HashingWriter:
 def _save_file(state: dict[str, Any], path: Path, before_publish: Callable[[Path], None] | None) -> str:
     """``torch.save`` to a temp file (hashed while written), fsync, rename; return the sha256. The file gets
     ordinary permissions (0666 & ~umask: mkstemp makes it 0600). ``before_publish`` sees the complete temp
-    file before the rename (`pretrain.faults` kills the process there)."""
+    file before the rename (`pretrain.train.faults` kills the process there)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~umask())

@@ -18,7 +18,7 @@ from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, w
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sample"
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data" / "sample"
 # The GPU check's smoke text: Bangla literature and English Wikipedia from data/sample.
 SAMPLE_SOURCES = {"bn": [SAMPLE_DIR / "bn" / "literature-bnarchive.txt.gz"],
                   "en": [SAMPLE_DIR / "en" / "wiki-en-chinapedia.txt.gz"]}

@@ -22,71 +22,22 @@ trained. Its loss is about ln(vocab); the ratio trained / twin says how much the
 
 from __future__ import annotations
 
-import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from common.errors import InputError
 from common.fileio import write_json
-from pretrain import rundir
-from pretrain.data import Dataset, eval_windows, open_dataset
-from pretrain.distributed import Runtime
+from pretrain.train import rundir
+from pretrain.train.data import Dataset, open_dataset
+from pretrain.train.distributed import Runtime
+from pretrain.train.validation import language_metrics
 
 SCHEMA_VERSION = 1
-
-
-@dataclass
-class LanguageMetrics:
-    loss: float  # mean NLL per target token, nats
-    bits_per_token: float
-    bits_per_char: float | None
-    bits_per_byte: float | None
-    targets: int  # target tokens evaluated
-
-
-@torch.no_grad()
-def nll(model: torch.nn.Module, windows: np.ndarray, micro_batch: int, runtime: Runtime) -> tuple[float, int]:
-    """Total NLL (nats) over every target of ``windows`` ``(n, T + 1)``, and the number of targets."""
-    was_training = model.training
-    model.eval()
-    total, count = 0.0, 0
-    for a in range(0, len(windows), micro_batch):
-        batch = torch.from_numpy(windows[a:a + micro_batch]).to(runtime.device)
-        with runtime.autocast():
-            logits, _ = model(batch[:, :-1])
-        total += F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten(), reduction="sum").item()
-        count += batch[:, 1:].numel()
-    model.train(was_training)
-    return total, count
-
-
-def language_losses(model: torch.nn.Module, dataset: Dataset, seq_len: int, max_tokens: int, micro_batch: int,
-                    runtime: Runtime) -> dict[str, float]:
-    """Mean validation loss per language on the first ``max_tokens`` targets of each language."""
-    return {lang: m.loss for lang, m in language_metrics(model, dataset, seq_len, max_tokens, micro_batch,
-                                                         runtime).items()}
-
-
-def language_metrics(model: torch.nn.Module, dataset: Dataset, seq_len: int, max_tokens: int, micro_batch: int,
-                     runtime: Runtime) -> dict[str, LanguageMetrics]:
-    """Loss and bits per token, character and byte for each validation language."""
-    out = {}
-    for lang, stream in dataset.val.items():
-        total, count = nll(model, eval_windows(stream, seq_len, max_tokens), micro_batch, runtime)
-        shards = dataset.manifest.split("val", language=lang)
-        tokens = sum(s.tokens for s in shards)
-        chars, nbytes = sum(s.chars for s in shards), sum(s.bytes for s in shards)
-        bpt = total / count / math.log(2)
-        out[lang] = LanguageMetrics(loss=total / count, bits_per_token=bpt,
-                                    bits_per_char=bpt * tokens / chars if chars else None,
-                                    bits_per_byte=bpt * tokens / nbytes if nbytes else None, targets=count)
-    return out
 
 
 def _tokenizer(dataset: Dataset):
@@ -137,12 +88,12 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write RUN/eval.json and
     (``plot``) RUN/eval.png, or with ``out`` that file only (the run is left as it is).
 
-    The data is ``data``, else the shards the run trained on (`pretrain.rundir.resolve_path`: from any
+    The data is ``data``, else the shards the run trained on (`pretrain.train.rundir.resolve_path`: from any
     folder)."""
-    from pretrain.checkpoint import latest_checkpoint, load_checkpoint
     from pretrain.config import RunConfig
-    from pretrain.distributed import setup
-    from pretrain.model import build_model
+    from pretrain.model.gpt import build_model
+    from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
+    from pretrain.train.distributed import setup
 
     run_dir = Path(run_dir)
     path = Path(checkpoint) if checkpoint else latest_checkpoint(run_dir)
@@ -187,13 +138,13 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
         return report
     write_json(run_dir / "eval.json", report)
     if plot:
-        from pretrain.plots import plot_eval
+        from pretrain.eval.plots import plot_eval
 
         plot_eval(report, run_dir, run_dir / "eval.png")
     return report
 
 
-def format_report(report: dict[str, Any]) -> str:
+def format_eval(report: dict[str, Any]) -> str:
     """A terminal table of eval.json."""
     def fmt(x):
         return "-" if x is None else f"{x:.3f}"

@@ -1,6 +1,6 @@
 """The run supervisor: a separate process with the authority to halt a training run.
 
-It reads only what the trainer writes (the files and the generation protocol are `pretrain.rundir`'s):
+It reads only what the trainer writes (the files and the generation protocol are `pretrain.train.rundir`'s):
 ``RUN/metrics.jsonl`` (one JSON object per step: gen, step, loss, lr, grad_norm, tokens_per_s, mfu, time)
 and ``RUN/heartbeat.json``, and decides. The decisions are pure functions over a list of metric dicts
 (:func:`detect`, :func:`scan`, :func:`check_heartbeat`) so they are tested without any process;
@@ -24,7 +24,7 @@ The halt protocol (the trainer implements the other side):
 Every decision is also appended to ``RUN/supervisor.jsonl``, and the last step judged to
 ``RUN/supervisor_ack.json`` (a trainer in lockstep waits for it before its next step).
 
-Usage: ``python -m pretrain.supervisor --run RUN --trainer-pid PID --generation GEN [options]`` (``pretrain launch`` starts
+Usage: ``python -m pretrain.guard.supervisor --run RUN --trainer-pid PID --generation GEN [options]`` (``pretrain launch`` starts
 it; :func:`command` builds that argv from a :class:`SupervisorConfig`).
 """
 
@@ -46,7 +46,7 @@ import numpy as np
 
 from common import cli as clihelp
 from common.fileio import write_json
-from pretrain import rundir
+from pretrain.train import rundir
 
 # Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last
 # good checkpoint without the offending batches is worth a try. A slow or hung trainer is not cured by that.
@@ -315,7 +315,7 @@ def terminate(pid: int, grace_s: float) -> str:
 
 
 def _last_good_checkpoint(run_dir: Path) -> str | None:
-    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     path = latest_checkpoint(run_dir)
     return None if path is None else str(path)
@@ -415,7 +415,7 @@ def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfi
 
 def command(run_dir: str | os.PathLike, trainer_pid: int, generation: int, cfg: SupervisorConfig) -> list[str]:
     """The argv that starts a supervisor for ``run_dir`` with ``cfg`` (what ``pretrain launch`` runs)."""
-    argv = [sys.executable, "-m", "pretrain.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid),
+    argv = [sys.executable, "-m", "pretrain.guard.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid),
             "--generation", str(generation)]
     for f in fields(SupervisorConfig):
         value = getattr(cfg, f.name)
@@ -465,11 +465,11 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = clihelp.parser("python -m pretrain.supervisor", __doc__.split("\n\n")[0])
+    parser = clihelp.parser("python -m pretrain.guard.supervisor", __doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="the run directory the trainer writes")
     parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
     parser.add_argument("--generation", type=int, required=True,
-                        help="the trainer's generation (pretrain.rundir); earlier ones are history")
+                        help="the trainer's generation (pretrain.train.rundir); earlier ones are history")
     add_arguments(parser)
     args = parser.parse_args(argv)
     run_dir = Path(args.run)
