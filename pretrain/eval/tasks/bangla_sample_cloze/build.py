@@ -5,7 +5,7 @@
 Each item is a Bangla sentence of at least 6 words cut after its first half of words; the choices are its
 own second half and the second halves of three other items' sentences, the true one at position
 ``item % 4`` so that no position is favoured. Deterministic: the same file every time
-(``tests/pretrain/test_harness.py`` checks the shipped file against this builder).
+(``tests/pretrain/eval/test_harness.py`` checks the shipped file against this builder).
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_the_loss_chunk_in_the_memory_estimate_is_never_larger_than_the_micro_ba
 _PEAK_RSS = ("import json, re, sys; from pretrain.cli import main; code = main(sys.argv[2:]); "
              "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1); "
              "open(sys.argv[1], 'w').write(json.dumps(int(hwm) * 1024)); sys.exit(code)")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHAPES = {  # `tiny` itself, where one chunk of logits dominates; an untied one where the 16 bytes/parameter do
     "tiny": ["--micro-batch", "8", "--global-batch-tokens", "1024"],
     "untied-256": ["--set", "model.n_layer=2", "--set", "model.n_embd=256", "--set", "model.tie_embeddings=false",

@@ -18,7 +18,7 @@ from pretrain.cli import main
 from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 STEPS, COMMON = 24, ["--set", "train.checkpoint_interval=4", "--set", "train.eval_interval=8"]

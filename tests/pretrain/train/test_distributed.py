@@ -14,7 +14,7 @@ from pretrain.cli import main
 from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STEPS = 8
 
 

@@ -1,7 +1,7 @@
 """The GPU fast path, checked on CPU: the chunked linear + cross-entropy, the padded vocabulary that is never
 predicted, the bf16 residual stream under autocast with fp32 parameters, and regional compilation (one
 block graph for every block, no recompilation for validation). The golden reference against transformers
-(test_reference.py) runs with all of it in place."""
+(test_hf_llama.py) runs with all of it in place."""
 
 from __future__ import annotations
 
