@@ -84,8 +84,7 @@ def _write(name: str, data: dict[str, Any]) -> Path:
 def settings(measuring: bool = True):
     """The benchmark settings every stage shares, from the environment. A measuring stage refuses a model
     larger than `tiny` without a GPU at once (it would only run into its time limit)."""
-    from pretrain.config import RUN_PRESETS
-    from pretrain.model.gpt import model_config
+    from pretrain.config import PRESETS, model_config
     from pretrain.perf.bench import BenchSettings
 
     config = _env("GPU_CHECK_CONFIG", "bangla-0.4b")
@@ -98,7 +97,7 @@ def settings(measuring: bool = True):
         raise SystemExit(f"gpu_check: {config} needs a GPU; torch {torch.__version__} sees none (device {device})")
     return BenchSettings(
         config=config, vocab_size=vocab,
-        micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(RUN_PRESETS[config]["data"]["micro_batch"]))), accum=1,
+        micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(PRESETS[config].data["micro_batch"]))), accum=1,
         seq_len=int(_env("GPU_CHECK_SEQ_LEN", "0")) or model_config(config, vocab).block_size,
         steps=int(_env("GPU_CHECK_STEPS", "10")), warmup=int(_env("GPU_CHECK_WARMUP", "3")), device=device,
         dtype="bf16" if on_gpu else "fp32", compile=True, compile_mode="default", fused_adamw=on_gpu,
@@ -226,7 +225,7 @@ def _variant(name: str):
     if name in ("cudnn", "flash"):
         return replace(s, sdpa_backend=name)
     if name == "head128":  # bangla-0.4b: 8 heads of 128 instead of 16 of 64
-        from pretrain.model.gpt import model_config
+        from pretrain.config import model_config
 
         cfg = model_config(s.config, s.vocab_size)
         return replace(s, n_head=max(1, cfg.n_embd // 128))

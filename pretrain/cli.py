@@ -1,12 +1,12 @@
 """The ``pretrain`` command (also ``python -m pretrain``; ``torchrun ... -m pretrain launch`` for several GPUs).
 
-    pretrain launch --config tiny|bangla-0.4b|CONFIG.json --data SHARDS --out RUN [--resume] [--max-steps N]
+    pretrain launch --config PRESET|CONFIG.json --data SHARDS --out RUN [--resume] [--max-steps N]
                     [--time-budget-s S] [--set section.field=value ...] [--inject-fault KIND@STEP ...]
     pretrain eval --run RUN [--checkpoint PATH] [--max-tokens N] [--text LANG=PATH ...] [--tasks T1,T2]
                   [--out FILE.json]
     pretrain eval --checkpoint CKPT | --hf DIR  --text LANG=PATH ... [--tasks T1,T2] --out FILE.json
                                                                                      (pretrain.eval.model_scores)
-    pretrain bench --config tiny|bangla-0.4b [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.perf.bench)
+    pretrain bench --config PRESET [--micro-batch B] [--steps N] [--out FILE.json]   (pretrain.perf.bench)
     pretrain export --checkpoint CKPT --out DIR [--tokenizer SPEC] [--overwrite]            (pretrain.release.export)
 
 --out of launch is a new or empty folder, or with --resume a run of ours to continue; nothing else is
@@ -32,7 +32,16 @@ from common import cli
 from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, check_output_file, is_ours
 from common.signals import deferred_signals
-from pretrain.config import RESUMABLE_KEYS, RunConfig, apply_overrides, load_config, preset
+from pretrain.config import (
+    PRESETS,
+    RESUMABLE_KEYS,
+    SCHEDULES,
+    RunConfig,
+    apply_overrides,
+    check_preset,
+    load_config,
+    preset,
+)
 from pretrain.train import rundir
 
 PROG = "pretrain"
@@ -69,7 +78,7 @@ def _launch_parser(sub) -> None:
                    "Train a GPT on corpus shards (preflight, supervisor, checkpoints). Under torchrun, one process "
                    "per device. Ctrl-C or SIGTERM: a checkpoint at the next step boundary, then exit 130/143; "
                    "--resume continues exactly.")
-    p.add_argument("--config", metavar="PRESET|JSON", help="preset (tiny, bangla-0.4b) or a config JSON (e.g. a RUN/config.json)")
+    p.add_argument("--config", metavar="PRESET|JSON", help=f"preset ({', '.join(PRESETS)}) or a config JSON (e.g. a RUN/config.json)")
     p.add_argument("--data", metavar="DIR", help="shard directory with manifest.json (from `corpus build`)")
     p.add_argument("--out", metavar="DIR",
                    help="run directory (checkpoints, metrics, eval): a new or empty folder, or with --resume a run "
@@ -86,7 +95,8 @@ def _launch_parser(sub) -> None:
     p.add_argument("--micro-batch", type=cli.positive_int, help="sequences per device per forward pass")
     p.add_argument("--global-batch-tokens", type=cli.positive_int, help="tokens per optimizer step (any world size)")
     p.add_argument("--lr", type=cli.positive_float, help="peak learning rate")
-    p.add_argument("--schedule", choices=["cosine", "wsd"], help="learning-rate decay after warmup")
+    p.add_argument("--schedule", choices=list(SCHEDULES), help="learning-rate decay after warmup: "
+                   + "; ".join(f"{name}, {s.help}" for name, s in SCHEDULES.items()))
     p.add_argument("--seed", type=cli.non_negative_int, help="seed of the init and the data order")
     p.add_argument("--device", type=device, help="auto, cpu, cuda, cuda:N")
     p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer (name, path or sha256) the shards must have been made with")
@@ -242,10 +252,7 @@ def _new_config(args, overrides: list[str]) -> RunConfig:
     if Path(args.config).suffix == ".json":
         cfg = load_config(args.config)
     else:
-        from pretrain.config import RUN_PRESETS
-
-        if args.config not in RUN_PRESETS:  # before the shards are opened
-            preset(args.config, 0)
+        check_preset(args.config)  # before the shards are opened
         vocab = open_dataset(args.data).manifest.tokenizer.vocab_size if args.data else args.vocab_size
         cfg = preset(args.config, vocab)
     return apply_overrides(cfg, overrides)

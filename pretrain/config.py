@@ -1,4 +1,7 @@
-"""Run configuration: one dataclass per concern (model, optimiser, data, training), and the named presets.
+"""Run configuration: one dataclass per concern (model, optimiser, data, training), the named presets
+(:data:`PRESETS`) and the learning-rate schedules (:data:`SCHEDULES`): each is the one table that validation,
+``--help``, the command-line choices and the model card read, so adding a preset or a schedule touches this
+file only.
 
 A run is fully described by a :class:`RunConfig`; it is saved as ``RUN/config.json`` and inside every
 checkpoint, and ``--resume`` reads it back, so a resumed run cannot silently change its shape or schedule.
@@ -14,26 +17,26 @@ import math
 import os
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from common import cli
 from common.errors import InputError
-from pretrain.model.gpt import PRESETS as MODEL_PRESETS
-from pretrain.model.gpt import GPTConfig, model_config
+from pretrain.model.gpt import GPTConfig, pad_vocab
 
 ModelConfig = GPTConfig
 
 
 @dataclass
 class OptimConfig:
-    """AdamW and the learning-rate schedule: linear warmup, then cosine or WSD (warmup-stable-decay)."""
+    """AdamW and the learning-rate schedule: linear warmup, then one of :data:`SCHEDULES`."""
 
     lr: float = 3e-4
     min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
     warmup_steps: int = 700
-    schedule: str = "cosine"  # "cosine" | "wsd"
+    schedule: str = "cosine"  # a name in SCHEDULES
     decay_fraction: float = 0.2  # wsd: the last fraction of max_steps decays linearly to the minimum
     weight_decay: float = 0.1  # on matrices only; norms are not decayed
     beta1: float = 0.9
@@ -42,8 +45,43 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("cosine", "wsd"):
-            raise InputError(f"optim.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A learning-rate decay after the linear warmup. ``lr(step, optim, max_steps)`` is the rate of update
+    ``step`` (0-based, past the warmup), reaching ``lr * min_lr_ratio`` at the last update; ``describe(optim)``
+    is how the model card says it, ``help`` how ``--help`` does."""
+
+    help: str
+    lr: Callable[[int, OptimConfig, int], float]
+    describe: Callable[[OptimConfig], str]
+
+
+def _cosine(step: int, o: OptimConfig, max_steps: int) -> float:
+    peak, floor = o.lr, o.lr * o.min_lr_ratio
+    progress = min((step - o.warmup_steps) / max(max_steps - 1 - o.warmup_steps, 1), 1.0)
+    return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+
+
+def _wsd(step: int, o: OptimConfig, max_steps: int) -> float:
+    peak, floor = o.lr, o.lr * o.min_lr_ratio
+    decay_start = max(o.warmup_steps, int(max_steps * (1 - o.decay_fraction)))
+    if step < decay_start:
+        return peak
+    progress = (step - decay_start) / max(max_steps - 1 - decay_start, 1)
+    return peak - (peak - floor) * min(progress, 1.0)
+
+
+SCHEDULES: dict[str, Schedule] = {
+    "cosine": Schedule("cosine down to lr * min_lr_ratio", _cosine,
+                       lambda o: f"cosine decay to {o.lr * o.min_lr_ratio:g}"),
+    "wsd": Schedule("warmup-stable-decay: constant, then linear down over the last decay_fraction of the steps",
+                    _wsd, lambda o: f"constant, and a linear decay to {o.lr * o.min_lr_ratio:g} over the last "
+                                    f"{o.decay_fraction:.0%} of the steps (WSD)"),
+}
 
 
 @dataclass
@@ -140,26 +178,53 @@ class RunConfig:
         return self.data.seq_len or self.model.block_size
 
 
-# Optimiser and batch settings of each preset; the model shape comes from pretrain.model.gpt.PRESETS.
-RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+@dataclass(frozen=True)
+class Preset:
+    """A named run: the model's shape (the vocabulary always comes from the data) and the optimiser, data and
+    training fields that differ from the defaults."""
+
+    model: dict[str, Any]
+    optim: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): see docs/pretrain.md for the count.
     # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the cosine ends at step 3815.
-    "bangla-0.4b": dict(
+    "bangla-0.4b": Preset(
+        model=dict(n_layer=24, n_head=16, n_embd=1024, block_size=2048),
         optim=dict(lr=3e-4, warmup_steps=200),
         data=dict(micro_batch=16, eval_tokens=262144),
         train=dict(global_batch_tokens=524288, token_budget=2e9, max_steps=0, eval_interval=250,
                    checkpoint_interval=250),
     ),
+    # Trains on a laptop CPU in minutes; tied embeddings keep the 50k-vocabulary tables from dominating.
     # 600 steps of 1,024 tokens: about one epoch of the demo's 600k-token shards, a few minutes on one CPU
     # core with an 8,000-id vocabulary (its validation loss then ends 0.56 / 1.54 nats below a unigram model
     # of its training tokens, bn / en: benchmarks/tiny_vs_unigram.py, docs/pretrain.md). Small batches: on a
     # CPU, more updates beat bigger batches at this scale. 30 warmup steps: with 10, a 64,000-id vocabulary's
     # loss jumped from 10.0 to 10.8 right after the warmup.
-    "tiny": dict(
+    "tiny": Preset(
+        model=dict(n_layer=4, n_head=4, n_embd=128, block_size=128, tie_embeddings=True),
         optim=dict(lr=4e-3, warmup_steps=30, min_lr_ratio=0.1),
         data=dict(micro_batch=8, eval_tokens=16384),
         train=dict(global_batch_tokens=1024, max_steps=600, eval_interval=200, checkpoint_interval=200),
     ),
 }
+
+
+def check_preset(name: str, what: str = "--config") -> Preset:
+    """The preset ``name``, else an :class:`InputError` naming ``what`` and the presets there are."""
+    if name not in PRESETS:
+        raise InputError(f"{what} {name!r}: no such preset or .json file; presets: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def model_config(name: str, vocab_size: int, **overrides) -> GPTConfig:
+    """The shape of preset ``name`` for a tokenizer of ``vocab_size`` ids (padded up to a multiple of 128)."""
+    return GPTConfig(vocab_size=pad_vocab(vocab_size), real_vocab_size=vocab_size,
+                     **{**check_preset(name, "model preset").model, **overrides})
 
 
 def load_config(path: str | os.PathLike) -> RunConfig:
@@ -190,7 +255,7 @@ FIELD_TYPES: dict[str, Any] = {
     "train.threads": cli.non_negative_int, "train.preflight_steps": cli.non_negative_int,
     "train.max_rollbacks": cli.non_negative_int,
 }
-FIELD_CHOICES = {"optim.schedule": ("cosine", "wsd"), "train.dtype": ("auto", "bf16", "fp32"),
+FIELD_CHOICES = {"optim.schedule": SCHEDULES, "train.dtype": ("auto", "bf16", "fp32"),
                  "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no")}
 
 
@@ -214,11 +279,9 @@ def check_fields(cfg: RunConfig, where: str) -> None:
 
 def preset(name: str, vocab_size: int) -> RunConfig:
     """The named preset for a tokenizer of ``vocab_size`` ids."""
-    if name not in RUN_PRESETS:
-        raise InputError(f"--config {name!r}: no such preset or .json file; presets: {', '.join(RUN_PRESETS)}")
-    p = RUN_PRESETS[name]
-    cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
-                    data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
+    p = check_preset(name)
+    cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p.optim),
+                    data=DataConfig(**p.data), train=TrainConfig(**p.train))
     return derive_steps(cfg)
 
 
@@ -286,5 +349,5 @@ def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
     return "model.n_embd" in keys and "model.ffn_hidden" not in keys
 
 
-__all__ = ["MODEL_PRESETS", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
+__all__ = ["PRESETS", "SCHEDULES", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
            "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]

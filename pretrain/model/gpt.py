@@ -87,22 +87,6 @@ class GPTConfig:
         return self.n_embd // self.n_head
 
 
-# Shapes only; the vocabulary is always taken from the data (see `model_config`).
-PRESETS: dict[str, dict] = {
-    # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): see docs/pretrain.md for the count.
-    "bangla-0.4b": dict(n_layer=24, n_head=16, n_embd=1024, block_size=2048),
-    # Trains on a laptop CPU in minutes; tied embeddings keep the 50k-vocabulary tables from dominating.
-    "tiny": dict(n_layer=4, n_head=4, n_embd=128, block_size=128, tie_embeddings=True),
-}
-
-
-def model_config(name: str, vocab_size: int, **overrides) -> GPTConfig:
-    """The preset ``name`` for a tokenizer of ``vocab_size`` ids (padded up to a multiple of 128)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; known: {', '.join(PRESETS)}")
-    return GPTConfig(vocab_size=pad_vocab(vocab_size), real_vocab_size=vocab_size, **{**PRESETS[name], **overrides})
-
-
 def count_parameters(cfg: GPTConfig) -> int:
     """The parameter count of ``GPT(cfg)``, computed from the shapes alone."""
     d, h, v = cfg.n_embd, cfg.ffn_hidden, cfg.vocab_size

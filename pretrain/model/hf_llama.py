@@ -28,11 +28,8 @@ mapping, which is how :func:`compare_gradients` lines them up.
 
 from __future__ import annotations
 
-import copy
 import math
-import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -223,48 +220,3 @@ def train_trajectories(model: GPT, hf: nn.Module, batches: list[tuple[torch.Tens
             losses.append(float(loss.detach()))
         trajectories.append(losses)
     return trajectories[0], trajectories[1]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pretrain.model.hf_llama --data SHARDS``: print how closely our model matches HF Llama on real
-    tokens (the figures quoted in docs/run_trust.md)."""
-    import argparse
-    import json
-
-    from corpus.shards import Manifest, read_shard
-    from pretrain.model.gpt import model_config
-
-    p = argparse.ArgumentParser(prog="python -m pretrain.model.hf_llama", description=main.__doc__.split(":")[0])
-    p.add_argument("--data", required=True, help="shard directory (manifest.json + train shards)")
-    p.add_argument("--config", default="tiny", help="model preset")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--steps", type=int, default=10, help="training steps of the trajectory comparison")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    manifest = Manifest.load(args.data)
-    need = args.steps * args.batch * args.seq_len + 1
-    ids = read_shard(Path(args.data) / manifest.split("train")[0].file)[:need].astype("int64")
-    if len(ids) < need:
-        p.error(f"--data {args.data}: the first train shard has {len(ids)} tokens, {need} needed")
-    tokens = torch.from_numpy(ids)
-    batches = [(tokens[i * args.batch * args.seq_len:(i + 1) * args.batch * args.seq_len].view(args.batch, -1),
-                tokens[i * args.batch * args.seq_len + 1:(i + 1) * args.batch * args.seq_len + 1].view(args.batch, -1))
-               for i in range(args.steps)]
-    torch.manual_seed(args.seed)
-    model = GPT(model_config(args.config, manifest.tokenizer.vocab_size, block_size=args.seq_len))
-    start = copy.deepcopy(model.state_dict())
-    c = compare(model, to_hf(model), *batches[0])
-    model.load_state_dict(start)
-    ours, theirs = train_trajectories(model, to_hf(model), batches)
-    result = {"config": args.config, "vocab_size": model.cfg.vocab_size, "batch": [args.batch, args.seq_len],
-              "loss_ours": c.loss_ours, "loss_hf": c.loss_hf, "logits_max_abs": c.logits_max_abs,
-              "logits_max_rel": c.logits_max_rel, "grad_max_rel": c.grad_max_rel, "grad_worst": c.grad_worst,
-              "trajectory_ours": ours, "trajectory_hf": theirs,
-              "trajectory_max_rel": max(abs(a - b) / abs(b) for a, b in zip(ours, theirs, strict=True))}
-    print(json.dumps(result, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -38,8 +38,8 @@ import torch.nn as nn
 from common import cli
 from common.errors import InputError
 from common.fileio import write_json
-from pretrain.config import OptimConfig
-from pretrain.model.gpt import GPT, GPTConfig, model_config
+from pretrain.config import PRESETS, OptimConfig, model_config
+from pretrain.model.gpt import GPT, GPTConfig
 from pretrain.model.hf_llama import hf_loss, to_hf
 from pretrain.train.distributed import Runtime
 
@@ -318,7 +318,7 @@ def format_bench(report: BenchReport) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default="tiny", choices=["tiny", "bangla-0.4b"], help="model preset")
+    p.add_argument("--config", default="tiny", choices=list(PRESETS), help="model preset")
     p.add_argument("--micro-batch", metavar="N", type=cli.positive_int,
                    help="sequences per forward pass (default: the preset's)")
     p.add_argument("--accum", metavar="N", type=cli.positive_int, default=1,
@@ -338,8 +338,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
-    from pretrain.config import RUN_PRESETS
-
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     on_gpu = torch.device(device).type == "cuda"
     if on_gpu and not torch.cuda.is_available():
@@ -347,7 +345,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     cfg = model_config(args.config, args.vocab_size)
     return BenchSettings(
         config=args.config, vocab_size=args.vocab_size,
-        micro_batch=args.micro_batch or RUN_PRESETS[args.config]["data"]["micro_batch"], accum=args.accum,
+        micro_batch=args.micro_batch or PRESETS[args.config].data["micro_batch"], accum=args.accum,
         seq_len=args.seq_len or cfg.block_size, steps=args.steps, warmup=args.warmup, device=device,
         dtype=("bf16" if on_gpu else "fp32") if args.dtype == "auto" else args.dtype,
         compile=args.compile == "yes" or (args.compile == "auto" and on_gpu), compile_mode=args.compile_mode,

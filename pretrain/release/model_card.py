@@ -16,7 +16,7 @@ from typing import Any
 
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
-from pretrain.config import RunConfig
+from pretrain.config import SCHEDULES, RunConfig
 from pretrain.model.gpt import parameter_counts
 
 
@@ -192,10 +192,7 @@ def _training_section(inputs: CardInputs) -> list[str]:
     c = inputs.config
     o = c.optim
     schedule = (f"linear warmup over {o.warmup_steps} steps to {o.lr:g}, then "
-                + (f"cosine decay to {o.lr * o.min_lr_ratio:g}" if o.schedule == "cosine" else
-                   f"constant, and a linear decay to {o.lr * o.min_lr_ratio:g} over the last "
-                   f"{o.decay_fraction:.0%} of the steps (WSD)")
-                + f" at step {c.train.max_steps:,}")
+                f"{SCHEDULES[o.schedule].describe(o)} at step {c.train.max_steps:,}")
     params = parameter_counts(c.model).exported_total
     return ["## Training", "", "| | |", "|---|---|",
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",

@@ -1,34 +1,24 @@
-"""One optimizer step, shared by the trainer, the preflight and the benchmark: AdamW, the learning-rate
-schedule, how a global batch splits into micro-batches, and the step function itself."""
+"""One optimizer step, shared by the trainer, the preflight and the benchmark: AdamW, the learning rate of
+each step (the schedules themselves are `pretrain.config.SCHEDULES`), how a global batch splits into
+micro-batches, and the step function itself."""
 
 from __future__ import annotations
-
-import math
 
 import torch
 
 from common.errors import InputError
-from pretrain.config import OptimConfig, RunConfig
+from pretrain.config import SCHEDULES, OptimConfig, RunConfig
 from pretrain.train import distributed
 from pretrain.train.distributed import Runtime
 from pretrain.train.faults import StepFaults
 
 
 def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
-    """Learning rate of update ``step`` (0-based): linear warmup, then cosine or WSD down to lr * min_lr_ratio,
-    reached at the last update of the run (``step == max_steps - 1``)."""
-    peak, floor = optim.lr, optim.lr * optim.min_lr_ratio
+    """Learning rate of update ``step`` (0-based): linear warmup, then the schedule ``optim.schedule`` (one of
+    `pretrain.config.SCHEDULES`) down to lr * min_lr_ratio, reached at the last update (``step == max_steps - 1``)."""
     if step < optim.warmup_steps:
-        return peak * (step + 1) / optim.warmup_steps
-    last = max_steps - 1
-    if optim.schedule == "wsd":
-        decay_start = max(optim.warmup_steps, int(max_steps * (1 - optim.decay_fraction)))
-        if step < decay_start:
-            return peak
-        progress = (step - decay_start) / max(last - decay_start, 1)
-        return peak - (peak - floor) * min(progress, 1.0)
-    progress = min((step - optim.warmup_steps) / max(last - optim.warmup_steps, 1), 1.0)
-    return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+        return optim.lr * (step + 1) / optim.warmup_steps
+    return SCHEDULES[optim.schedule].lr(step, optim, max_steps)
 
 
 def batch_layout(cfg: RunConfig, world_size: int) -> tuple[int, int]:

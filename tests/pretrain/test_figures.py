@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from pretrain.cli import main
-from pretrain.model.gpt import GPT, model_config, parameter_counts
+from pretrain.config import model_config
+from pretrain.model.gpt import GPT, parameter_counts
 from pretrain.model.hf_llama import to_hf
 
 

@@ -12,8 +12,9 @@ import torch.nn.functional as F
 
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
+from pretrain.config import model_config
 from pretrain.guard.grad_flow import GradientFlowError, check_gradient_flow
-from pretrain.model.gpt import GPT, model_config
+from pretrain.model.gpt import GPT
 
 SEQ, BATCH = 64, 2
 BYTE_VOCAB = 256

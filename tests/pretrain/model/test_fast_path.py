@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretrain.model.gpt import GPT, GPTConfig, linear_cross_entropy, model_config, pad_vocab
+from pretrain.config import model_config
+from pretrain.model.gpt import GPT, GPTConfig, linear_cross_entropy, pad_vocab
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

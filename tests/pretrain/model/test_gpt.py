@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.config import apply_overrides, preset
-from pretrain.model.gpt import GPT, GPTConfig, count_parameters, model_config, pad_vocab, parameter_counts
+from pretrain.config import apply_overrides, model_config, preset
+from pretrain.model.gpt import GPT, GPTConfig, count_parameters, pad_vocab, parameter_counts
 
 GPT2_VOCAB = 50257
 

@@ -15,8 +15,9 @@ from corpus.shards import Manifest, read_shard
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 from pretrain import cli
+from pretrain.config import model_config
 from pretrain.model import hf_llama as ref
-from pretrain.model.gpt import GPT, GPTConfig, model_config, pad_vocab
+from pretrain.model.gpt import GPT, GPTConfig, pad_vocab
 from pretrain.release.export import export_checkpoint
 from pretrain.train.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 
