@@ -1,4 +1,4 @@
-"""Run configuration: one dataclass per concern (model, optimiser, data, training), the named presets
+"""Run configuration: one dataclass per concern (model, optimiser, data, training, supervisor), the named presets
 (:data:`PRESETS`) and the learning-rate schedules (:data:`SCHEDULES`): each is the one table that validation,
 ``--help``, the command-line choices and the model card read, so adding a preset or a schedule touches this
 file only.
@@ -118,18 +118,50 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads; 0 = pretrain.train.hardware.cpu_threads (the usable cores less one)
     tensorboard: bool = True
     preflight_steps: int = 3  # measured optimizer steps in the preflight burst; 0 skips the burst
-    supervisor: bool = True
-    supervisor_args: list[str] = field(default_factory=list)
-    max_rollbacks: int = 3
+    supervisor: bool = True  # start the supervisor process (its settings are the supervisor section)
     # Wait after each step until the supervisor has judged it: every verdict then lands at the step it names
     # (deterministic; what the fault tests use), at the cost of up to one supervisor poll per step.
     supervisor_lockstep: bool = False
     inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.train.faults
 
 
-# Fields a --resume may change: how the run is driven, not what it computes.
-RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor", "train.supervisor_args",
-                  "train.max_rollbacks", "train.inject_faults", "train.device", "train.threads",
+@dataclass
+class SupervisorConfig:
+    """The supervisor's thresholds and policy (`pretrain.guard.supervisor` reads them from RUN/config.json).
+    Defaults suit a real run; tests shrink the windows and timeouts."""
+
+    window: int = 100  # steps of history the spike and explosion tests compare the newest step against
+    min_history: int = 20  # no spike, explosion or collapse verdict before this many steps of history
+    spike_z: float = 6.0  # loss more than this many standard deviations above the window's trend
+    # Floor on the window's standard deviation, relative to its mean loss: a plateau with almost no noise
+    # would otherwise turn any wobble into a huge z-score.
+    spike_std_floor: float = 0.01
+    # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (docs/pretrain.md).
+    grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median
+    grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
+    throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
+    throughput_patience: int = 5  # ...for this many consecutive steps
+    throughput_warmup: int = 5  # first steps left out of the median (compilation, cold caches)
+    heartbeat_timeout_s: float = 600.0  # end a trainer silent for this long
+    poll_s: float = 2.0  # between looks at the run directory
+    grace_s: float = 30.0  # between SIGTERM and SIGKILL for a stalled trainer
+    halt_policy: str = "halt"  # or "rollback": to the last good checkpoint, skipping the bad batches
+    max_rollbacks: int = 3  # rollbacks asked (and honoured by the trainer) before halting instead
+    rollback_skip_before: int = 0  # also skip this many batches before the offending step
+
+    def __post_init__(self) -> None:
+        if self.halt_policy not in ("halt", "rollback"):
+            raise ValueError(f"halt_policy must be 'halt' or 'rollback', got {self.halt_policy!r}")
+        for name in ("window", "min_history", "throughput_patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.throughput_fraction < 1:
+            raise ValueError(f"throughput_fraction must be in (0, 1), got {self.throughput_fraction}")
+
+
+# Fields a --resume may change: how the run is driven, not what it computes (and the whole supervisor section).
+RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor",
+                  "train.inject_faults", "train.device", "train.threads",
                   "train.preflight_steps", "train.tensorboard", "train.log_interval", "train.compile",
                   "train.supervisor_lockstep", "data.path", "data.tokenizer", "train.out"}
 
@@ -141,6 +173,7 @@ class RunConfig:
     optim: OptimConfig
     data: DataConfig
     train: TrainConfig
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,10 +187,10 @@ class RunConfig:
         A missing section or field, an unknown field or a value of the wrong kind is an :class:`InputError`."""
         if not isinstance(raw, dict) or "model_preset" not in raw:
             raise InputError(f"{where}: not a run config (expected an object with model_preset, model, optim, "
-                             "data and train, as in a RUN/config.json)")
+                             "data, train and supervisor, as in a RUN/config.json)")
+        raw = _upgrade(raw, where)
         sections = {}
-        for name, kind in (("model", GPTConfig), ("optim", OptimConfig), ("data", DataConfig),
-                           ("train", TrainConfig)):
+        for name, kind in SECTIONS.items():
             values = raw.get(name)
             if not isinstance(values, dict):
                 raise InputError(f"{where}: section {name!r} is missing or not an object")
@@ -176,6 +209,36 @@ class RunConfig:
     @property
     def seq_len(self) -> int:
         return self.data.seq_len or self.model.block_size
+
+
+SECTIONS = {"model": GPTConfig, "optim": OptimConfig, "data": DataConfig, "train": TrainConfig,
+            "supervisor": SupervisorConfig}
+
+
+def _upgrade(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """A config of a version before the supervisor section (a RUN/config.json or a checkpoint's) in today's
+    shape: its ``train.max_rollbacks`` and ``train.supervisor_args`` (the supervisor's own ``--NAME VALUE``
+    options, as ``--sup-NAME`` forwarded them) become supervisor fields."""
+    train = raw.get("train")
+    if "supervisor" in raw or not isinstance(train, dict):
+        return raw
+    train = dict(train)
+    values: dict[str, Any] = {}
+    if "max_rollbacks" in train:
+        values["max_rollbacks"] = train.pop("max_rollbacks")
+    hints = typing.get_type_hints(SupervisorConfig)
+    args = list(train.pop("supervisor_args", None) or [])
+    while args:
+        option = str(args.pop(0))
+        name, eq, value = option.removeprefix("--").replace("-", "_").partition("=")
+        if not option.startswith("--") or name not in hints or not (eq or args):
+            raise InputError(f"{where}: train.supervisor_args: {option!r} is not a supervisor option with a value; "
+                             f"known: {', '.join('--' + n.replace('_', '-') for n in hints)}")
+        try:
+            values[name] = _coerce(value if eq else str(args.pop(0)), hints[name], f"supervisor.{name}")
+        except InputError as e:
+            raise InputError(f"{where}: train.supervisor_args: {e}") from None
+    return {**raw, "train": train, "supervisor": values}
 
 
 @dataclass(frozen=True)
@@ -253,10 +316,15 @@ FIELD_TYPES: dict[str, Any] = {
     "train.checkpoint_interval": cli.positive_int, "train.keep_last": cli.positive_int,
     "train.log_interval": cli.positive_int, "train.seed": cli.non_negative_int,
     "train.threads": cli.non_negative_int, "train.preflight_steps": cli.non_negative_int,
-    "train.max_rollbacks": cli.non_negative_int,
+    **{f"supervisor.{k}": cli.positive_int for k in ("window", "min_history", "throughput_patience")},
+    **{f"supervisor.{k}": cli.non_negative_int for k in ("throughput_warmup", "max_rollbacks", "rollback_skip_before")},
+    **{f"supervisor.{k}": cli.non_negative_float for k in ("spike_z", "spike_std_floor", "grad_explode_factor",
+                                                            "grad_norm_max", "heartbeat_timeout_s", "poll_s", "grace_s")},
+    "supervisor.throughput_fraction": cli.fraction,
 }
 FIELD_CHOICES = {"optim.schedule": SCHEDULES, "train.dtype": ("auto", "bf16", "fp32"),
-                 "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no")}
+                 "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no"),
+                 "supervisor.halt_policy": ("halt", "rollback")}
 
 
 def check_fields(cfg: RunConfig, where: str) -> None:
@@ -264,6 +332,8 @@ def check_fields(cfg: RunConfig, where: str) -> None:
     for key, parse in FIELD_TYPES.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
+        if value is None:  # an optional field left unset (supervisor.grad_norm_max)
+            continue
         try:
             if isinstance(value, bool):
                 raise argparse.ArgumentTypeError(f"expected {parse.__name__}, got {value}")
@@ -315,7 +385,7 @@ def _coerce(value: str, annotation: Any, key: str) -> Any:
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
-    """Apply ``section.field=value`` strings (sections: model, optim, data, train); unknown keys are errors."""
+    """Apply ``section.field=value`` strings (sections: :data:`SECTIONS`); unknown keys are errors."""
     for item in overrides:
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
@@ -323,7 +393,7 @@ def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
             raise InputError(f"--set {item!r}: expected section.field=value, e.g. train.max_steps=100")
         target = getattr(cfg, section, None)
         if target is None or not dataclasses.is_dataclass(target):
-            raise InputError(f"--set {item!r}: unknown section {section!r}; known: model, optim, data, train")
+            raise InputError(f"--set {item!r}: unknown section {section!r}; known: {', '.join(SECTIONS)}")
         hints = typing.get_type_hints(type(target))
         if name not in hints:
             raise InputError(f"--set {item!r}: {section} has no field {name!r}; known: {', '.join(hints)}")
@@ -350,4 +420,4 @@ def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
 
 
 __all__ = ["PRESETS", "SCHEDULES", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
-           "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]
+           "SupervisorConfig", "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import cli
 from common.fileio import read_json, write_json
 from fertility.text import TextSource, iter_documents, parse_text_arg
 from pretrain.eval.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
@@ -47,23 +46,6 @@ class ScorePlan:
     normalize: bool = True
     device: str = "auto"
     harness: HarnessSettings = field(default_factory=HarnessSettings)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``pretrain eval`` options of this module (the run's own are in ``pretrain.cli``)."""
-    p.add_argument("--hf", help="an HF causal-LM folder (an export, or any public model) for --text and --tasks")
-    p.add_argument("--text", action="append", default=[], metavar="LANG=PATH",
-                   help="bits per byte/char on this text (any format fertility reads; repeatable)")
-    p.add_argument("--max-chars", type=cli.positive_int, help="score the first documents of each text up to this many chars")
-    p.add_argument("--no-normalize", action="store_true", help="score the text as given, not NFC-normalised")
-    p.add_argument("--tasks", default="", help="lm-evaluation-harness tasks, comma-separated "
-                   "(e.g. belebele_ben_Beng,bangla_mmlu; offline: bangla_sample_cloze)")
-    p.add_argument("--task-path", action="append", default=[], help="a folder of extra harness task YAMLs")
-    p.add_argument("--num-fewshot", type=cli.non_negative_int, help="few-shot examples (default: each task's own)")
-    p.add_argument("--limit", type=cli.non_negative_int, default=0, help="documents per task (0 = all; a smoke run)")
-    p.add_argument("--batch-size", type=cli.positive_int, default=8, help="sequences per forward pass (text and tasks)")
-    p.add_argument("--out", help="the report file to write (default RUN/eval.json, plot RUN/eval.png; with --out "
-                   "only this file is written, no plot; needed without --run)")
 
 
 def plan_from_args(args: argparse.Namespace) -> ScorePlan | None:

@@ -23,6 +23,7 @@ trained. Its loss is about ln(vocab); the ratio trained / twin says how much the
 from __future__ import annotations
 
 import statistics
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,11 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
 
         plot_eval(report, run_dir, run_dir / "eval.png")
     return report
+
+
+def final_eval(run_dir: Path, device: str, max_tokens: int) -> None:
+    """The evaluation ``pretrain launch`` runs once a run has trained (unless ``--no-eval``), printed to stderr."""
+    print(format_eval(evaluate_run(run_dir, device=device, max_tokens=max_tokens)), file=sys.stderr)
 
 
 def format_eval(report: dict[str, Any]) -> str:

@@ -24,66 +24,37 @@ The halt protocol (the trainer implements the other side):
 Every decision is also appended to ``RUN/supervisor.jsonl``, and the last step judged to
 ``RUN/supervisor_ack.json`` (a trainer in lockstep waits for it before its next step).
 
-Usage: ``python -m pretrain.guard.supervisor --run RUN --trainer-pid PID --generation GEN [options]`` (``pretrain launch`` starts
-it; :func:`command` builds that argv from a :class:`SupervisorConfig`).
+Usage: ``python -m pretrain.guard.supervisor --run RUN --trainer-pid PID --generation GEN`` (``pretrain launch``
+starts it, :func:`start`); its settings are the ``supervisor`` section of ``RUN/config.json``
+(:class:`pretrain.config.SupervisorConfig`, set with ``pretrain launch --set supervisor.NAME=VALUE``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from common import cli as clihelp
+from common.errors import InputError
 from common.fileio import write_json
+from pretrain.config import SupervisorConfig, load_config
 from pretrain.train import rundir
 
 # Faults a rollback can cure: they come from the data or the optimiser state, so replaying from the last
 # good checkpoint without the offending batches is worth a try. A slow or hung trainer is not cured by that.
 ROLLBACK_REASONS = ("nonfinite_loss", "nonfinite_grad_norm", "loss_spike", "grad_norm_explosion")
-
-
-@dataclass
-class SupervisorConfig:
-    """Thresholds and policy. Defaults suit a real run; tests shrink the windows and timeouts."""
-
-    window: int = 100  # steps of history the spike and explosion tests compare the newest step against
-    min_history: int = 20  # no spike, explosion or collapse verdict before this many steps of history
-    spike_z: float = 6.0  # loss more than this many standard deviations above the window's trend
-    # Floor on the window's standard deviation, relative to its mean loss: a plateau with almost no noise
-    # would otherwise turn any wobble into a huge z-score.
-    spike_std_floor: float = 0.01
-    # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (docs/pretrain.md).
-    grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median
-    grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
-    throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
-    throughput_patience: int = 5  # ...for this many consecutive steps
-    throughput_warmup: int = 5  # first steps left out of the median (compilation, cold caches)
-    heartbeat_timeout_s: float = 600.0
-    poll_s: float = 2.0
-    grace_s: float = 30.0  # between SIGTERM and SIGKILL for a stalled trainer
-    halt_policy: str = "halt"  # or "rollback"
-    max_rollbacks: int = 3
-    rollback_skip_before: int = 0  # also skip this many batches before the offending step
-
-    def __post_init__(self) -> None:
-        if self.halt_policy not in ("halt", "rollback"):
-            raise ValueError(f"halt_policy must be 'halt' or 'rollback', got {self.halt_policy!r}")
-        for name in ("window", "min_history", "throughput_patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 < self.throughput_fraction < 1:
-            raise ValueError(f"throughput_fraction must be in (0, 1), got {self.throughput_fraction}")
 
 
 @dataclass
@@ -413,71 +384,68 @@ def supervise(run_dir: str | os.PathLike, trainer_pid: int, cfg: SupervisorConfi
     return 0
 
 
-def command(run_dir: str | os.PathLike, trainer_pid: int, generation: int, cfg: SupervisorConfig) -> list[str]:
-    """The argv that starts a supervisor for ``run_dir`` with ``cfg`` (what ``pretrain launch`` runs)."""
-    argv = [sys.executable, "-m", "pretrain.guard.supervisor", "--run", str(run_dir), "--trainer-pid", str(trainer_pid),
-            "--generation", str(generation)]
-    for f in fields(SupervisorConfig):
-        value = getattr(cfg, f.name)
-        if value is not None:
-            argv += ["--" + f.name.replace("_", "-"), str(value)]
-    return argv
+def command(run_dir: str | os.PathLike, trainer_pid: int, generation: int) -> list[str]:
+    """The argv of a supervisor for the trainer ``trainer_pid`` of ``run_dir``; its settings are the supervisor
+    section of ``RUN/config.json``, which the trainer has written by then (`pretrain.train.rundir`)."""
+    return [sys.executable, "-m", "pretrain.guard.supervisor", "--run", str(run_dir), "--trainer-pid",
+            str(trainer_pid), "--generation", str(generation)]
 
 
-FIELD_HELP = {
-    "window": "steps of history the newest step is compared against",
-    "min_history": "no spike, explosion or collapse verdict before this many steps",
-    "spike_z": "loss spike: standard deviations above the window's trend",
-    "spike_std_floor": "floor on the window's standard deviation, relative to its mean loss",
-    "grad_explode_factor": "grad-norm explosion: multiple of the window's median",
-    "grad_norm_max": "absolute ceiling on the grad norm (none by default)",
-    "throughput_fraction": "throughput collapse: tokens/s below this fraction of the run's median...",
-    "throughput_patience": "...for this many consecutive steps",
-    "throughput_warmup": "first steps left out of the throughput median",
-    "heartbeat_timeout_s": "end a trainer silent for this many seconds",
-    "poll_s": "seconds between looks at the run directory",
-    "grace_s": "seconds between SIGTERM and SIGKILL for a stalled trainer",
-    "halt_policy": "halt, or roll back to the last good checkpoint skipping the bad batches",
-    "max_rollbacks": "rollbacks asked before halting instead",
-    "rollback_skip_before": "also skip this many batches before the offending step",
-}
+def start(run_dir: Path, generation: int) -> subprocess.Popen:
+    """A supervisor beside this trainer process, in a session of its own, so that a Ctrl-C at the terminal
+    reaches only the trainer, which stops the supervisor itself once its checkpoint is saved; after a kill -9
+    of the trainer the supervisor sees it gone at its next poll and exits."""
+    return subprocess.Popen(command(run_dir, os.getpid(), generation), start_new_session=True)
 
 
-RANGES = {"window": clihelp.positive_int, "min_history": clihelp.positive_int,
-          "throughput_patience": clihelp.positive_int, "throughput_fraction": clihelp.fraction}
+def stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
-def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """One ``--PREFIXoption`` per :class:`SupervisorConfig` field. Without a prefix each defaults to the field's
-    default; with one (``pretrain launch --sup-NAME``) to None, so only what the user gave is forwarded."""
-    defaults = SupervisorConfig()
-    for f in fields(SupervisorConfig):
-        default = getattr(defaults, f.name)
-        kind = str(f.type).split(" ")[0]
-        # Ranges checked at parse time (`pretrain launch --sup-window 0` fails there, not in the child process).
-        parse = RANGES.get(f.name) or {"int": clihelp.non_negative_int, "str": str}.get(kind, clihelp.non_negative_float)
-        choices = ("halt", "rollback") if f.name == "halt_policy" else None
-        help_text = FIELD_HELP[f.name] + (f" (supervisor default: {default})" if prefix and default is not None else "")
-        metavar = None if choices else "SECONDS" if f.name.endswith("_s") else "N" if kind == "int" else "X"
-        parser.add_argument(f"--{prefix}" + f.name.replace("_", "-"), type=parse, choices=choices,
-                            default=None if prefix else default, dest=f"{prefix.replace('-', '_')}{f.name}",
-                            metavar=metavar, help=help_text)
+def lockstep(run_dir: Path, proc: subprocess.Popen) -> Callable[[dict], None]:
+    """An ``on_step`` for the trainer that waits until the supervisor has judged the step just logged."""
+
+    def wait(record: dict) -> None:
+        while not rundir.acked(run_dir, record["gen"], record["step"]):
+            if proc.poll() is not None:
+                raise RuntimeError(f"the supervisor exited (code {proc.returncode}) before judging step "
+                                   f"{record['step']}; see {run_dir / rundir.SUPERVISOR_LOG}")
+            time.sleep(0.01)
+
+    return wait
+
+
+def settings(run_dir: Path) -> SupervisorConfig:
+    """The supervisor section of ``RUN/config.json``."""
+    path = Path(run_dir) / rundir.CONFIG
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (the trainer writes it before it starts the supervisor)")
+    return load_config(path).supervisor
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = clihelp.parser("python -m pretrain.guard.supervisor", __doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, help="the run directory the trainer writes")
+    parser.add_argument("--run", required=True, help="the run directory the trainer writes (settings: its config.json)")
     parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
     parser.add_argument("--generation", type=int, required=True,
                         help="the trainer's generation (pretrain.train.rundir); earlier ones are history")
-    add_arguments(parser)
     args = parser.parse_args(argv)
     run_dir = Path(args.run)
     if not run_dir.is_dir():
         parser.error(f"--run {run_dir}: no such directory")
-    cfg = SupervisorConfig(**{f.name: getattr(args, f.name) for f in fields(SupervisorConfig)})
+    try:
+        cfg = settings(run_dir)
+    except InputError as e:
+        parser.error(str(e))
     return supervise(run_dir, args.trainer_pid, cfg, args.generation)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

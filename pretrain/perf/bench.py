@@ -352,7 +352,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         fused_adamw=on_gpu)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run the benchmark from parsed ``pretrain bench`` arguments; print the table, write JSON if asked."""
     settings = settings_from_args(args)
     if settings.device.startswith("cpu") and settings.config != "tiny":

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import InputError
-from corpus.shards import Manifest, ShardError, read_shard
+from corpus.shards import MANIFEST_NAME, Manifest, ShardError, read_shard
 
 
 class DataError(InputError):
@@ -67,6 +67,18 @@ class Dataset:
     manifest: Manifest
     train: TokenStream
     val: dict[str, TokenStream]
+
+
+def check_shards(path: str, what: str = "--data") -> None:
+    """A shard folder: it exists, is a folder and holds a manifest (its content is `open_dataset`'s to check)."""
+    folder = Path(path)
+    if not folder.exists():
+        raise InputError(f"{what} {folder}: no such folder (expected the shards of `corpus build`)")
+    if not folder.is_dir():
+        raise InputError(f"{what} {folder}: is a file; expected the shard folder (with {MANIFEST_NAME}) of "
+                         "`corpus build`")
+    if not (folder / MANIFEST_NAME).is_file():
+        raise InputError(f"{what} {folder}: holds no {MANIFEST_NAME}; is it a shard folder of `corpus build`?")
 
 
 def open_dataset(path: str | Path) -> Dataset:

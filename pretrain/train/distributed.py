@@ -8,14 +8,18 @@ Checkpoints hold full (unsharded) state dicts either way; FSDP ones are keyed by
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from common.errors import InputError
 
 
 @dataclass
@@ -41,6 +45,33 @@ class Runtime:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+
+def check_device(name: str, what: str) -> str:
+    """``name`` if it is auto, cpu, cuda or cuda:N, and a CUDA device only where torch sees one."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", name):
+        raise InputError(f"{what} {name!r}: expected auto, cpu, cuda or cuda:N")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"{what} {name}: torch {torch.__version__} sees no CUDA device")
+    return name
+
+
+def device_arg(text: str) -> str:
+    """argparse type for ``--device`` (:func:`check_device`)."""
+    try:
+        return check_device(text, "device")
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def use_fsdp(fsdp: str, parameters: int, runtime: Runtime) -> bool:
+    """FSDP2 when asked (``train.fsdp``), or ("auto") when fp32 weights, gradients and AdamW state (16 bytes per
+    parameter) would take more than 60% of one GPU, so DDP's full replica plus activations would not fit."""
+    if fsdp != "auto":
+        return fsdp == "yes"
+    if runtime.device.type != "cuda":
+        return False
+    return 16 * parameters > 0.6 * torch.cuda.get_device_properties(runtime.device).total_memory
 
 
 def setup(device: str = "auto", dtype: str = "auto") -> Runtime:

@@ -205,8 +205,8 @@ class Trainer:
         done = len(read_jsonl(self.run_dir / rundir.ROLLBACKS)) if self.runtime.is_main else 0
         done = distributed.broadcast(done, self.runtime)
         target = latest_checkpoint(self.run_dir)
-        if done >= self.cfg.train.max_rollbacks or target is None:
-            why = (f"max_rollbacks ({self.cfg.train.max_rollbacks}) reached" if target is not None
+        if done >= self.cfg.supervisor.max_rollbacks or target is None:
+            why = (f"max_rollbacks ({self.cfg.supervisor.max_rollbacks}) reached" if target is not None
                    else "no checkpoint to roll back to")
             return self._halt({**request, "evidence": {**request.get("evidence", {}), "rollback_refused": why}})
         first, last = request.get("skip_batches") or [request.get("step", self.step)] * 2

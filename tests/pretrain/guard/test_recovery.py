@@ -10,8 +10,9 @@ import pytest
 
 from common.fileio import read_jsonl, write_json
 from pretrain.cli import main
+from pretrain.config import SupervisorConfig
 from pretrain.eval.plots import trajectory
-from pretrain.guard.supervisor import Supervisor, SupervisorConfig
+from pretrain.guard.supervisor import Supervisor
 from pretrain.train import rundir
 from pretrain.train.checkpoint import CheckpointError, step_checkpoints
 from pretrain.train.data import open_dataset

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 import torch
 
+from common.fileio import write_json
 from corpus.normalize import normalize
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
 from fertility.text import iter_documents
 from pretrain import cli
+from pretrain.config import SupervisorConfig, preset
 from pretrain.guard import supervisor as sup
-from pretrain.guard.supervisor import SupervisorConfig
 from pretrain.train import rundir
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint, step_checkpoints
 
@@ -147,20 +148,27 @@ def test_config_rejects_bad_policy():
         SupervisorConfig(halt_policy="ignore")
 
 
-def test_command_round_trips_through_the_cli_parser(tmp_path):
-    cfg = SupervisorConfig(window=7, spike_z=3.5, grad_norm_max=9.0, halt_policy="rollback", max_rollbacks=2)
-    argv = sup.command(tmp_path, 123, 4, cfg)
-    assert argv[:3] == [sys.executable, "-m", "pretrain.guard.supervisor"]
-    import argparse
+def _write_settings(run: Path, cfg: SupervisorConfig) -> None:
+    """A RUN/config.json whose supervisor section is ``cfg`` (what the trainer writes before starting it)."""
+    run_cfg = preset("tiny", 300)
+    run_cfg.supervisor = cfg
+    write_json(run / rundir.CONFIG, run_cfg.to_dict())
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--run")
-    parser.add_argument("--trainer-pid", type=int)
-    parser.add_argument("--generation", type=int)
-    sup.add_arguments(parser)
-    args = parser.parse_args(argv[3:])
-    assert (args.trainer_pid, args.generation) == (123, 4)
-    assert SupervisorConfig(**{k: getattr(args, k) for k in cfg.__dict__}) == cfg
+
+def test_the_supervisor_takes_its_settings_from_the_runs_config_not_argv(tmp_path):
+    cfg = SupervisorConfig(window=7, spike_z=3.5, grad_norm_max=9.0, halt_policy="rollback", max_rollbacks=2)
+    _write_settings(tmp_path, cfg)
+    assert sup.command(tmp_path, 123, 4) == [sys.executable, "-m", "pretrain.guard.supervisor", "--run",
+                                             str(tmp_path), "--trainer-pid", "123", "--generation", "4"]
+    assert sup.settings(tmp_path) == cfg
+
+
+def test_a_run_config_without_supervisor_settings_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        sup.main(["--run", str(tmp_path), "--trainer-pid", "1", "--generation", "1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and rundir.CONFIG in err[0]
 
 
 def _write_metrics(run: Path, records: list[dict]) -> None:
@@ -182,8 +190,8 @@ def test_loop_requests_a_halt_and_exits_with_the_trainer(tmp_path):
         for r in records:
             r["gen"] = 1
         _write_metrics(tmp_path, records)
-        cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05, "heartbeat_timeout_s": 60})
-        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 1, cfg))
+        _write_settings(tmp_path, SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05, "heartbeat_timeout_s": 60}))
+        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 1))
         wait_for_ack(tmp_path, proc, 1, 39)
         request = json.loads((tmp_path / rundir.HALT_REQUEST).read_text())
         assert request["reason"] == "nonfinite_loss" and request["step"] == 30 and request["gen"] == 1
@@ -215,8 +223,8 @@ def test_steps_of_an_earlier_trainer_generation_are_history_not_news(tmp_path):
             r["gen"] = 1
         old[12]["loss"] = None  # what halted the previous process
         _write_metrics(tmp_path, old)
-        cfg = SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05})
-        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 2, cfg))
+        _write_settings(tmp_path, SupervisorConfig(**{**CFG.__dict__, "poll_s": 0.05}))
+        proc = subprocess.Popen(sup.command(tmp_path, trainer.pid, 2))
         wait_for_ack(tmp_path, proc, 1, 19)
         assert not (tmp_path / rundir.HALT_REQUEST).exists()
         new = healthy_run(30)[13:]  # the resumed run restarts after its checkpoint at step 12
@@ -333,20 +341,20 @@ TRAIN_ARGS = [
     # Each step waits until the supervisor has judged it, so every verdict lands at the step it names.
     "--set", "train.supervisor_lockstep=true",
 ]
-SUP_ARGS = ["--poll-s", "0.05", "--window", "30", "--min-history", "8", "--throughput-warmup", "3",
-            "--throughput-patience", "3", "--heartbeat-timeout-s", "60", "--grace-s", "2"]
+SUPERVISOR = {"poll_s": 0.05, "window": 30, "min_history": 8, "throughput_warmup": 3, "throughput_patience": 3,
+              "heartbeat_timeout_s": 60, "grace_s": 2}
 # Runs that must not trip on throughput: all seven share two cores, so their speeds wobble together.
-STEADY = ["--throughput-fraction", "0.02"]
+STEADY = {"throughput_fraction": 0.02}
 
-# name -> (faults, max steps, extra supervisor options)
+# name -> (faults, max steps, supervisor settings besides SUPERVISOR)
 RUNS = {
     "nan_loss": (["nan_loss@12"], 400, STEADY),
     "loss_spike": (["loss_spike@12"], 400, STEADY),
     "grad_explode": (["grad_explode@12"], 400, STEADY),
-    "slow": (["slow@14"], 400, ["--throughput-fraction", "0.3", "--throughput-patience", "2"]),
-    "hang": (["hang@10"], 400, [*STEADY, "--heartbeat-timeout-s", "6"]),
+    "slow": (["slow@14"], 400, {"throughput_fraction": 0.3, "throughput_patience": 2}),
+    "hang": (["hang@10"], 400, {**STEADY, "heartbeat_timeout_s": 6}),
     "kill_during_checkpoint": (["kill_during_checkpoint@8"], 400, STEADY),
-    "rollback": (["loss_spike@12", "nan_loss@20"], 32, [*STEADY, "--halt-policy", "rollback"]),
+    "rollback": (["loss_spike@12", "nan_loss@20"], 32, {**STEADY, "halt_policy": "rollback"}),
 }
 # These end the trainer's process, so they need one of their own; the others train inside the test
 # process (torch is imported already), each with its supervisor in a separate process as in production.
@@ -375,7 +383,8 @@ def fault_runs(tmp_path_factory, sample_dir) -> dict[str, Run]:
     def argv(name: str) -> list[str]:
         faults, steps, options = RUNS[name]
         return ["launch", *TRAIN_ARGS, "--data", str(data), "--out", str(root / name), "--max-steps", str(steps),
-                "--supervisor-args", " ".join(SUP_ARGS + options), *(a for f in faults for a in ("--inject-fault", f))]
+                *(a for k, v in {**SUPERVISOR, **options}.items() for a in ("--set", f"supervisor.{k}={v}")),
+                *(a for f in faults for a in ("--inject-fault", f))]
 
     codes, procs = {}, {}
     with contextlib.ExitStack() as logs:

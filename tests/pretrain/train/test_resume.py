@@ -74,7 +74,7 @@ def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synth
     # whatever the machine's load (the deadline only turns a bug into a failure instead of a hang).
     # With a supervisor that never judges (so it cannot change a number), which must not outlive the trainer.
     argv = [a for a in micro.args(synthetic_shards, killed, steps, *common) if a != "--no-supervisor"]
-    argv += ["--sup-min-history", "1000", "--sup-poll-s", "0.05", "--inject-fault", "hang@11"]
+    argv += ["--set", "supervisor.min_history=1000", "--set", "supervisor.poll_s=0.05", "--inject-fault", "hang@11"]
     proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
@@ -108,7 +108,7 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_resume_loses_no_step(micro
     argv = [a for a in micro.args(synthetic_shards, run, STEPS, *COMMON) if a != "--no-supervisor"]
     # `await_signal` holds the trainer before step 11 until the signal is in, so the stop lands at the
     # boundary after step 10 (not a checkpoint step) whatever the machine's load.
-    argv += ["--sup-min-history", "1000", "--sup-poll-s", "0.05", "--inject-fault", "await_signal@11"]
+    argv += ["--set", "supervisor.min_history=1000", "--set", "supervisor.poll_s=0.05", "--inject-fault", "await_signal@11"]
     with open(tmp_path / "stderr.txt", "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
                                 stderr=err)

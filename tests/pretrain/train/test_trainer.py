@@ -111,7 +111,7 @@ def test_rollback_reloads_and_skips_the_offending_batches(micro, synthetic_shard
 def test_rollback_beyond_the_limit_halts(micro, synthetic_shards, tmp_path):
     run = tmp_path / "run"
     trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=10", "train.checkpoint_interval=2",
-                           "train.max_rollbacks=0")
+                           "supervisor.max_rollbacks=0")
 
     def on_step(rec):
         if rec["step"] == 3:
