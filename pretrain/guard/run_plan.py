@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pretrain.config import RunConfig
-from pretrain.model.gpt import LOSS_CHUNK_ELEMENTS, count_parameters, parameter_counts
+from pretrain.model.gpt import count_parameters, parameter_counts
+from pretrain.model.loss import LOSS_CHUNK_ELEMENTS
 from pretrain.train.hardware import PEAK_FLOPS
 from pretrain.train.optim import batch_layout, lr_at
 

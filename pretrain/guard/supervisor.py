@@ -1,28 +1,10 @@
 """The run supervisor: a separate process with the authority to halt a training run.
 
-It reads only what the trainer writes (the files and the generation protocol are `pretrain.train.rundir`'s):
-``RUN/metrics.jsonl`` (one JSON object per step: gen, step, loss, lr, grad_norm, tokens_per_s, mfu, time)
-and ``RUN/heartbeat.json``, and decides. The decisions are pure functions over a list of metric dicts
+It reads only what the trainer writes (the files, the generation protocol and the halt protocol are
+`pretrain.train.rundir`'s): ``RUN/metrics.jsonl`` and ``RUN/heartbeat.json``, and decides. The decisions are pure functions over a list of metric dicts
 (:func:`detect`, :func:`scan`, :func:`check_heartbeat`) so they are tested without any process;
 :class:`Supervisor` applies them to what is new in the run directory at each :meth:`Supervisor.poll`, and
 :func:`supervise` is the thin loop around that.
-
-The halt protocol (the trainer implements the other side):
-
-* the supervisor atomically writes ``RUN/halt_request.json``
-  ``{"gen", "reason", "evidence", "step", "action": "halt"|"rollback", "skip_batches": [first, last]}``,
-  at most once per trainer generation, and judges nothing more of that generation;
-* on ``halt`` the trainer stops at the next step boundary, keeps its last good checkpoint, writes
-  ``RUN/halt.json`` ``{"reason", "evidence", "step", "last_good_checkpoint"}`` and exits with code 3;
-* on ``rollback`` it reloads the last good checkpoint, skips the batches of steps ``first..last``, claims
-  a new generation and goes on; the steps it logged meanwhile belong to the old generation and are never
-  judged, and the abandoned steps leave the supervisor's history;
-* a request whose generation is not the trainer's (left by an ended run) is void;
-* a trainer whose heartbeat stalls cannot answer, so the supervisor terminates it itself (SIGTERM, then
-  SIGKILL after a grace period) and writes ``RUN/halt.json`` on its behalf.
-
-Every decision is also appended to ``RUN/supervisor.jsonl``, and the last step judged to
-``RUN/supervisor_ack.json`` (a trainer in lockstep waits for it before its next step).
 
 Usage: ``python -m pretrain.guard.supervisor --run RUN --trainer-pid PID --generation GEN`` (``pretrain launch``
 starts it, :func:`start`); its settings are the ``supervisor`` section of ``RUN/config.json``

@@ -20,8 +20,8 @@ Speed on a GPU (numerically the same function; the golden reference in `pretrain
   untrained model's loss is ln(real vocabulary);
 * under autocast the residual stream is carried in the autocast dtype (bf16): the embedding output is cast
   once, the norms compute in fp32 and hand back bf16, and the parameters and optimizer state stay fp32;
-* the loss never holds the full fp32 logits: :func:`linear_cross_entropy` computes the head and the
-  cross-entropy in row chunks and the gradients in the same pass;
+* the loss never holds the full fp32 logits: `pretrain.model.loss.linear_cross_entropy` computes the head
+  and the cross-entropy in row chunks and the gradients in the same pass;
 * :meth:`GPT.compile_blocks` compiles one block's forward once and reuses it for every block (regional
   compilation: a fraction of whole-model compile time), and the loss's per-chunk softmax and gradient (so
   its elementwise passes over the logits fuse); no-grad passes (validation, generation) run eagerly, so
@@ -43,9 +43,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from pretrain.model.loss import compiled_loss_chunk, linear_cross_entropy
+
 VOCAB_MULTIPLE = 128
-# Rows of the loss's logits chunk: about 2**28 fp32 logits (1 GiB) per chunk, whatever the vocabulary.
-LOSS_CHUNK_ELEMENTS = 2**28
 
 
 def pad_vocab(vocab_size: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -202,10 +202,10 @@ class GPT(nn.Module):
     def compile_blocks(self, backend: str = "inductor", mode: str | None = None) -> None:
         """Regional compilation: one compiled block forward shared by every block (parameters are graph
         inputs, so the 24 blocks of bangla-0.4b reuse one graph), and the loss's per-chunk body after its head
-        matmul (:func:`_loss_chunk`), both used by passes that record gradients. Models of one process share
+        matmul (`pretrain.model.loss`), both used by passes that record gradients. Models of one process share
         the compiled functions, so a copy compiles nothing new."""
         self.block_forward = _compiled_run_block(backend, mode)
-        self.loss_chunk = _compiled_loss_chunk(backend, mode)
+        self.loss_chunk = compiled_loss_chunk(backend, mode)
 
     def __getstate__(self) -> dict:
         # A copy (the arbiter's on a row or two, the preflight's) starts eager: the compiled block would
@@ -263,74 +263,6 @@ def _run_block(block: Block, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
 @functools.cache
 def _compiled_run_block(backend: str, mode: str | None):
     return torch.compile(_run_block, backend=backend, mode=mode)
-
-
-def _loss_chunk(logits: torch.Tensor, targets: torch.Tensor, real_vocab: int, n: int, want_grad: bool,
-                dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One chunk of the loss after its head matmul: the summed cross-entropy of ``logits`` over the first
-    ``real_vocab`` columns and, with ``want_grad``, d(mean loss)/d(logits) = (softmax - one_hot) / n in
-    ``dtype``. Eager, each step below is one pass over the chunk's fp32 logits (about ten 1 GiB reads and
-    writes per chunk of bangla-0.4b: ~8% of an H100 step by bandwidth); compiled (:meth:`GPT.compile_blocks`)
-    inductor fuses them into a few passes over the bf16 logits."""
-    logits = logits.float()
-    logits[:, real_vocab:] = float("-inf")
-    lse = torch.logsumexp(logits, dim=1)
-    total = (lse - logits.gather(1, targets[:, None]).squeeze(1)).sum()
-    if not want_grad:
-        return total, None
-    grad = logits.sub_(lse[:, None]).exp_()  # built in place over the logits
-    grad[torch.arange(len(targets), device=targets.device), targets] -= 1.0
-    return total, grad.div_(n).to(dtype)
-
-
-class _LinearCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of ``h @ weight.T`` over the first ``real_vocab`` columns, in row chunks; the
-    gradients of ``h`` and ``weight`` are computed in the same pass (one chunk of fp32 logits alive at a
-    time), so backward only scales them. ``body`` is :func:`_loss_chunk` or its compiled twin."""
-
-    @staticmethod
-    def forward(ctx, h, weight, targets, real_vocab: int, chunk_rows: int, dtype: torch.dtype, body):
-        n = h.size(0)
-        want_grads = h.requires_grad or weight.requires_grad
-        with torch.autocast(h.device.type, enabled=False):
-            w = weight.to(dtype)
-            total = torch.zeros((), device=h.device, dtype=torch.float32)
-            grad_h = torch.empty_like(h) if want_grads else None
-            grad_w = torch.zeros_like(weight, dtype=torch.float32) if want_grads else None
-            for start in range(0, n, chunk_rows):
-                hc, t = h[start:start + chunk_rows].to(dtype), targets[start:start + chunk_rows]
-                loss, grad = body(hc @ w.t(), t, real_vocab, n, want_grads, dtype)
-                total += loss
-                if grad is None:
-                    continue
-                grad_h[start:start + chunk_rows] = grad @ w
-                grad_w.add_(grad.t() @ hc)  # accumulated in fp32 (a bf16 product is upcast)
-        if want_grads:
-            ctx.save_for_backward(grad_h, grad_w)
-        ctx.weight_dtype = weight.dtype
-        return total / n
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None, None, None
-
-
-def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, real_vocab: int,
-                         chunk_rows: int = 0, body=None) -> torch.Tensor:
-    """``F.cross_entropy((h @ weight.T)[:, :real_vocab].float(), targets)`` without the full logits: at most
-    ``chunk_rows`` rows of fp32 logits at a time (0 = :data:`LOSS_CHUNK_ELEMENTS` worth). The matmuls run in
-    the autocast dtype when autocast is on, else in ``weight``'s dtype; ``body`` is the per-chunk function
-    (None = :func:`_loss_chunk` eager; :meth:`GPT.compile_blocks` passes its compiled twin)."""
-    device = h.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
-    chunk_rows = chunk_rows or max(1, LOSS_CHUNK_ELEMENTS // weight.size(0))
-    return _LinearCrossEntropy.apply(h, weight, targets, real_vocab, chunk_rows, dtype, body or _loss_chunk)
-
-
-@functools.cache
-def _compiled_loss_chunk(backend: str, mode: str | None):
-    return torch.compile(_loss_chunk, backend=backend, mode=mode, fullgraph=True)
 
 
 def build_model(cfg: GPTConfig, seed: int) -> GPT:

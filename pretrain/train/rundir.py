@@ -1,5 +1,6 @@
-"""The run directory: the files the trainer and the supervisor exchange, their names, and how each is
-written and read. Both sides import this module and nothing of each other.
+"""The run directory: the files the trainer and the supervisor exchange, their names, how each is written and
+read, and the protocol between the two (documented here once). Both sides import this module and nothing of
+each other; the supervisor's settings are the ``supervisor`` section of ``config.json``.
 
 Generations make the protocol race-free by design. The trainer claims a new generation when a process
 starts (fresh or ``--resume``) and again after each rollback; every metrics record, heartbeat and halt
@@ -7,6 +8,23 @@ request carries it. The supervisor judges only records of the newest generation 
 generation; the trainer obeys only a request of its own current generation. So the steps a trainer logs
 between a request and its answer (stale records of the old generation) are never judged again, and a
 request left behind by an ended run is void for the next one.
+
+The halt protocol:
+
+* the supervisor atomically writes ``RUN/halt_request.json``
+  ``{"gen", "reason", "evidence", "step", "action": "halt"|"rollback", "skip_batches": [first, last]}``,
+  at most once per trainer generation, and judges nothing more of that generation;
+* on ``halt`` the trainer stops at the next step boundary, keeps its last good checkpoint, writes
+  ``RUN/halt.json`` ``{"reason", "evidence", "step", "last_good_checkpoint"}`` and exits with code 3;
+* on ``rollback`` it reloads the last good checkpoint, skips the batches of steps ``first..last``, claims
+  a new generation and goes on; the steps it logged meanwhile belong to the old generation and are never
+  judged, and the abandoned steps leave the supervisor's history;
+* a request whose generation is not the trainer's (left by an ended run) is void;
+* a trainer whose heartbeat stalls cannot answer, so the supervisor terminates it itself (SIGTERM, then
+  SIGKILL after a grace period) and writes ``RUN/halt.json`` on its behalf.
+
+Every decision is also appended to ``RUN/supervisor.jsonl``, and the last step judged to
+``RUN/supervisor_ack.json`` (a trainer in lockstep waits for it before its next step).
 
 Files in ``RUN/``:
 

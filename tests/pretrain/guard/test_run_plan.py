@@ -71,7 +71,7 @@ def test_launch_without_out_is_refused_unless_dry_run(capsys):
 def test_the_loss_chunk_in_the_memory_estimate_is_never_larger_than_the_micro_batch():
     from pretrain.config import preset
     from pretrain.guard.run_plan import memory_estimate
-    from pretrain.model.gpt import LOSS_CHUNK_ELEMENTS
+    from pretrain.model.loss import LOSS_CHUNK_ELEMENTS
 
     small = preset("tiny", 8000)  # 8 x 128 tokens: far fewer logits than one full chunk
     memory = memory_estimate(small, autocast=False)

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from pretrain.config import model_config
-from pretrain.model.gpt import GPT, GPTConfig, linear_cross_entropy, pad_vocab
+from pretrain.model.gpt import GPT, GPTConfig, pad_vocab
+from pretrain.model.loss import linear_cross_entropy
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -116,7 +117,7 @@ def test_regional_compilation_reuses_one_graph_and_validation_stays_eager():
 def test_the_compiled_loss_chunk_body_computes_what_the_eager_one_does(chunk_rows):
     """The per-chunk body compiled (dynamo with the eager backend: the same ops, so the same bits on CPU;
     inductor's fusion is the GPU check's to measure), over several chunks and a shorter last one."""
-    from pretrain.model.gpt import _compiled_loss_chunk
+    from pretrain.model.loss import compiled_loss_chunk
 
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -124,7 +125,7 @@ def test_the_compiled_loss_chunk_body_computes_what_the_eager_one_does(chunk_row
     w = torch.randn(256, 16, requires_grad=True)
     t = torch.randint(0, 200, (45,))
     results = []
-    for body in (None, _compiled_loss_chunk("eager", None)):
+    for body in (None, compiled_loss_chunk("eager", None)):
         h.grad = w.grad = None
         loss = linear_cross_entropy(h, w, t, 200, chunk_rows=chunk_rows, body=body)
         loss.backward()
