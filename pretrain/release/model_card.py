@@ -203,6 +203,12 @@ def _training_section(inputs: CardInputs) -> list[str]:
             f"| learning rate | {schedule} |", f"| seed | {c.train.seed} |", ""]
 
 
+def _table(intro: str, columns: list[str], aligns: str, rows: list[list[str]]) -> list[str]:
+    """A paragraph and a markdown table under it; ``aligns`` is one letter a column (l left, r right)."""
+    rule = "|" + "|".join("---" if a == "l" else "---:" for a in aligns) + "|"
+    return [intro, "", "| " + " | ".join(columns) + " |", rule, *("| " + " | ".join(r) + " |" for r in rows), ""]
+
+
 def _eval_section(inputs: CardInputs) -> list[str]:
     lines = ["## Evaluation", ""]
     ev = inputs.evaluation
@@ -210,31 +216,27 @@ def _eval_section(inputs: CardInputs) -> list[str]:
         return lines + [inputs.notes["eval"], ""]
     if "validation" in ev:
         v = ev["validation"]
-        lines += [f"Held-out validation split of the training corpus ({v['max_tokens_per_language'] or 'all'} "
-                  "targets per language), against the random-init twin (the same model before training):", "",
-                  "| language | bits/char | bits/byte | twin bits/char | loss / twin loss |", "|---|---:|---:|---:|---:|"]
-        for lang, r in v["languages"].items():
-            lines.append(f"| {lang} | {_num(r['model']['bits_per_char'])} | {_num(r['model']['bits_per_byte'])} | "
-                         f"{_num(r['random_init']['bits_per_char'])} | {_num(r['loss_ratio'])} |")
-        lines.append("")
+        lines += _table(f"Held-out validation split of the training corpus ({v['max_tokens_per_language'] or 'all'} "
+                        "targets per language), against the random-init twin (the same model before training):",
+                        ["language", "bits/char", "bits/byte", "twin bits/char", "loss / twin loss"], "lrrrr",
+                        [[lang, _num(r["model"]["bits_per_char"]), _num(r["model"]["bits_per_byte"]),
+                          _num(r["random_init"]["bits_per_char"]), _num(r["loss_ratio"])]
+                         for lang, r in v["languages"].items()])
     if "text" in ev:
         t = ev["text"]
-        lines += ["Bits per byte and per character on given texts (`pretrain eval --text`; tokenizer-independent, "
-                  f"so comparable with any model scored on the same text; NFC-normalised: {t['normalized']}):", "",
-                  "| language | text | bits/byte | bits/char | tokens |", "|---|---|---:|---:|---:|"]
-        for lang, r in t["languages"].items():
-            lines.append(f"| {lang} | `{Path(r['source']).name}` | {_num(r['bits_per_byte'], 4)} | "
-                         f"{_num(r['bits_per_char'], 4)} | {r['tokens']:,} |")
-        lines.append("")
+        lines += _table("Bits per byte and per character on given texts (`pretrain eval --text`; tokenizer-independent, "
+                        f"so comparable with any model scored on the same text; NFC-normalised: {t['normalized']}):",
+                        ["language", "text", "bits/byte", "bits/char", "tokens"], "llrrr",
+                        [[lang, f"`{Path(r['source']).name}`", _num(r["bits_per_byte"], 4), _num(r["bits_per_char"], 4),
+                          f"{r['tokens']:,}"] for lang, r in t["languages"].items()])
     if "tasks" in ev:
         t = ev["tasks"]
         shots = "each task's default" if t["num_fewshot"] is None else t["num_fewshot"]
-        lines += [f"Downstream tasks with {t['harness']} (HF backend; few-shot: {shots}"
-                  + (f"; first {t['limit']} documents per task" if t["limit"] else "") + "):", "",
-                  "| task | metric | score | chance | documents |", "|---|---|---:|---:|---:|"]
-        for name, r in t["results"].items():
-            lines.append(f"| {name} | {r['metric']} | {_num(r['score'])} | {_num(r['chance'])} | {r['documents']} |")
-        lines.append("")
+        lines += _table(f"Downstream tasks with {t['harness']} (HF backend; few-shot: {shots}"
+                        + (f"; first {t['limit']} documents per task" if t["limit"] else "") + "):",
+                        ["task", "metric", "score", "chance", "documents"], "llrrr",
+                        [[name, r["metric"], _num(r["score"]), _num(r["chance"]), str(r["documents"])]
+                         for name, r in t["results"].items()])
     return lines
 
 

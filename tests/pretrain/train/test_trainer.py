@@ -23,6 +23,12 @@ def make_trainer(micro, data, out, *overrides):
     return Trainer(cfg, open_dataset(data), setup("cpu", "fp32"))
 
 
+def fitted_steps(micro, data, run, *overrides) -> list[dict]:
+    """The metrics of a run of ``overrides`` that trains to its end."""
+    assert make_trainer(micro, data, run, *overrides).fit() == 0
+    return read_jsonl(run / "metrics.jsonl")
+
+
 def request(run, **req):
     write_json(run / "halt_request.json", req)
 
@@ -53,10 +59,8 @@ def test_fault_specs_are_checked():
 
 def test_training_learns_and_logs_every_step(micro, synthetic_shards, tmp_path):
     run = tmp_path / "run"
-    trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=40", "train.checkpoint_interval=20",
-                           "train.eval_interval=20")
-    assert trainer.fit() == 0
-    steps = read_jsonl(run / "metrics.jsonl")
+    steps = fitted_steps(micro, synthetic_shards, run, "train.max_steps=40", "train.checkpoint_interval=20",
+                         "train.eval_interval=20")
     assert [r["step"] for r in steps] == list(range(1, 41))
     assert set(steps[0]) >= {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "time"}
     assert steps[0]["mfu"] is None  # no peak FLOP/s known for a CPU
@@ -124,20 +128,15 @@ def test_rollback_beyond_the_limit_halts(micro, synthetic_shards, tmp_path):
 
 def test_nan_is_logged_but_never_checkpointed(micro, synthetic_shards, tmp_path):
     run = tmp_path / "run"
-    trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=6", "train.checkpoint_interval=2",
-                           "train.inject_faults=nan_loss@3")
-    assert trainer.fit() == 0
-    steps = read_jsonl(run / "metrics.jsonl")
+    steps = fitted_steps(micro, synthetic_shards, run, "train.max_steps=6", "train.checkpoint_interval=2",
+                         "train.inject_faults=nan_loss@3")
     assert steps[1]["loss"] is not None and steps[2]["loss"] is None  # strict JSON: null for NaN
     assert [p.name for p in step_checkpoints(run)] == ["step_00000002.pt"]
     assert latest_checkpoint(run).name == "step_00000002.pt"
 
 
 def test_spike_and_gradient_faults_show_in_the_metrics(micro, synthetic_shards, tmp_path):
-    run = tmp_path / "run"
-    trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=6", "train.checkpoint_interval=100",
-                           "train.inject_faults=loss_spike@3,grad_explode@5")
-    assert trainer.fit() == 0
-    steps = read_jsonl(run / "metrics.jsonl")
+    steps = fitted_steps(micro, synthetic_shards, tmp_path / "run", "train.max_steps=6",
+                         "train.checkpoint_interval=100", "train.inject_faults=loss_spike@3,grad_explode@5")
     assert steps[2]["loss"] > 20 * steps[1]["loss"]
     assert steps[4]["grad_norm"] > 1e4 * steps[3]["grad_norm"]
