@@ -2,8 +2,8 @@
 
     python benchmarks/bench_threads.py [--vocab-size 8000] [--threads 1,2] [--steps 8] [--rounds 3]
 
-What `pretrain.hardware.cpu_threads` (the default of ``train.threads``) is chosen from. The model is `tiny`
-for a tokenizer of ``--vocab-size`` ids and the step is the trainer's (`pretrain.step.train_step`: AdamW,
+What `pretrain.train.hardware.cpu_threads` (the default of ``train.threads``) is chosen from. The model is `tiny`
+for a tokenizer of ``--vocab-size`` ids and the step is the trainer's (`pretrain.train.optim.train_step`: AdamW,
 fp32 on CPU) on one global batch of the preset's size with random ids (the cost of a step does not depend on
 the ids). The thread counts take turns, ``--steps`` steps each per round after one untimed step, for
 ``--rounds`` rounds, so a change in the machine's load falls on every count alike; each count's figure is
@@ -21,10 +21,10 @@ import time
 import torch
 
 from pretrain.config import preset
-from pretrain.distributed import Runtime
-from pretrain.hardware import cpu_threads
-from pretrain.model import build_model
-from pretrain.step import batch_layout, make_optimizer, train_step
+from pretrain.model.gpt import build_model
+from pretrain.train.distributed import Runtime
+from pretrain.train.hardware import cpu_threads
+from pretrain.train.optim import batch_layout, make_optimizer, train_step
 
 
 def main() -> None:

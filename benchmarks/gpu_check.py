@@ -84,9 +84,8 @@ def _write(name: str, data: dict[str, Any]) -> Path:
 def settings(measuring: bool = True):
     """The benchmark settings every stage shares, from the environment. A measuring stage refuses a model
     larger than `tiny` without a GPU at once (it would only run into its time limit)."""
-    from pretrain.bench import BenchSettings
-    from pretrain.config import RUN_PRESETS
-    from pretrain.model import model_config
+    from pretrain.config import PRESETS, model_config
+    from pretrain.perf.bench import BenchSettings
 
     config = _env("GPU_CHECK_CONFIG", "bangla-0.4b")
     device = _env("GPU_CHECK_DEVICE", "auto")
@@ -98,7 +97,7 @@ def settings(measuring: bool = True):
         raise SystemExit(f"gpu_check: {config} needs a GPU; torch {torch.__version__} sees none (device {device})")
     return BenchSettings(
         config=config, vocab_size=vocab,
-        micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(RUN_PRESETS[config]["data"]["micro_batch"]))), accum=1,
+        micro_batch=int(_env("GPU_CHECK_MICRO_BATCH", str(PRESETS[config].data["micro_batch"]))), accum=1,
         seq_len=int(_env("GPU_CHECK_SEQ_LEN", "0")) or model_config(config, vocab).block_size,
         steps=int(_env("GPU_CHECK_STEPS", "10")), warmup=int(_env("GPU_CHECK_WARMUP", "3")), device=device,
         dtype="bf16" if on_gpu else "fp32", compile=True, compile_mode="default", fused_adamw=on_gpu,
@@ -154,8 +153,8 @@ def stage_env() -> None:
     """Written four times, growing: what needs no device at once, then the device (CUDA initialised,
     transformers imported for its version), then nvidia-smi, then the matmul rate; a limit reached at any
     point leaves what came before it on disk."""
-    from pretrain.bench import device_info
-    from pretrain.hardware import peak_flops
+    from pretrain.perf.bench import device_info
+    from pretrain.train.hardware import peak_flops
 
     s = settings(measuring=False)
     info: dict[str, Any] = {"date": _now(), "commit": os.environ.get("GIT_COMMIT") or "unknown",
@@ -187,7 +186,7 @@ def stage_ours(mode: str = "") -> None:
     """Our step compiled; if compilation fails (inductor, Triton, a backend), the same step eager, with the
     error recorded, so the ratio still comes back. ``eager``: uncompiled at once (the script's fallback
     after a compiled stage that wrote nothing: hung or crashed)."""
-    from pretrain.bench import measure_ours
+    from pretrain.perf.bench import measure_ours
 
     if mode not in ("", "eager"):
         raise SystemExit(f"gpu_check: ours {mode!r}: expected no argument or 'eager'")
@@ -210,7 +209,7 @@ def stage_ours(mode: str = "") -> None:
 
 
 def stage_hf(mode: str) -> None:
-    from pretrain.bench import measure_hf
+    from pretrain.perf.bench import measure_hf
 
     s = settings()
     result = measure_hf(s, mode)
@@ -226,7 +225,7 @@ def _variant(name: str):
     if name in ("cudnn", "flash"):
         return replace(s, sdpa_backend=name)
     if name == "head128":  # bangla-0.4b: 8 heads of 128 instead of 16 of 64
-        from pretrain.model import model_config
+        from pretrain.config import model_config
 
         cfg = model_config(s.config, s.vocab_size)
         return replace(s, n_head=max(1, cfg.n_embd // 128))
@@ -236,7 +235,7 @@ def _variant(name: str):
 
 
 def stage_ab(name: str) -> None:
-    from pretrain.bench import measure_hf, measure_ours
+    from pretrain.perf.bench import measure_hf, measure_ours
 
     s = _variant(name)
     entry: dict[str, Any] = {"date": _now(), "settings": asdict(s), "inductor_cache": _cache()}
@@ -279,8 +278,8 @@ def _run(name: str, args: list[str], record: dict[str, Any]) -> int:
 
 
 def stage_smoke() -> None:
-    from pretrain.checkpoint import step_checkpoints
-    from pretrain.sample_shards import SAMPLE_SOURCES, write_shard_set
+    from pretrain.train.checkpoint import step_checkpoints
+    from pretrain.train.sample_shards import SAMPLE_SOURCES, write_shard_set
 
     s = settings()
     plan = SMOKE[s.config]
@@ -328,7 +327,7 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0, unit: str = "") -> 
 
 
 def stage_summary() -> None:
-    from pretrain.attention_probe import describe
+    from pretrain.perf.attention_probe import describe
 
     env, ours, hf, smoke, ab = (_read(n) for n in ("env", "ours", "hf", "smoke", "ab"))
     modes = (hf or {}).get("modes", {})

@@ -8,7 +8,7 @@ The pipeline is the demo's (scripts/demo.d): ``tokenizers-train`` at ``--vocab-s
 70/30 Bangla/English mixture in tokens, then ``pretrain launch --config tiny`` with nothing but the preset
 (``--set`` adds overrides). The unigram model is the add-one (Laplace) estimate from the counts of every
 training token, scored on exactly the validation targets the run's last validation scored (the first
-``data.eval_tokens`` of each language, `pretrain.data.eval_windows`), so both numbers are nats per token on
+``data.eval_tokens`` of each language, `pretrain.train.data.eval_windows`), so both numbers are nats per token on
 the same tokens. Prints, per language, the run's loss, the unigram's and the margin, and the run's wall time.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.config import RunConfig
-from pretrain.data import eval_windows, open_dataset
+from pretrain.train.data import eval_windows, open_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"bn": ["bn/literature-bnarchive.txt.gz", "bn/poems-pd-banglakosh.txt.gz"],

@@ -1,4 +1,7 @@
-"""Run configuration: one dataclass per concern (model, optimiser, data, training), and the named presets.
+"""Run configuration: one dataclass per concern (model, optimiser, data, training, supervisor), the named presets
+(:data:`PRESETS`) and the learning-rate schedules (:data:`SCHEDULES`): each is the one table that validation,
+``--help``, the command-line choices and the model card read, so adding a preset or a schedule touches this
+file only.
 
 A run is fully described by a :class:`RunConfig`; it is saved as ``RUN/config.json`` and inside every
 checkpoint, and ``--resume`` reads it back, so a resumed run cannot silently change its shape or schedule.
@@ -14,26 +17,26 @@ import math
 import os
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from common import cli
 from common.errors import InputError
-from pretrain.model import PRESETS as MODEL_PRESETS
-from pretrain.model import GPTConfig, model_config
+from pretrain.model.gpt import GPTConfig, pad_vocab
 
 ModelConfig = GPTConfig
 
 
 @dataclass
 class OptimConfig:
-    """AdamW and the learning-rate schedule: linear warmup, then cosine or WSD (warmup-stable-decay)."""
+    """AdamW and the learning-rate schedule: linear warmup, then one of :data:`SCHEDULES`."""
 
     lr: float = 3e-4
     min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
     warmup_steps: int = 700
-    schedule: str = "cosine"  # "cosine" | "wsd"
+    schedule: str = "cosine"  # a name in SCHEDULES
     decay_fraction: float = 0.2  # wsd: the last fraction of max_steps decays linearly to the minimum
     weight_decay: float = 0.1  # on matrices only; norms are not decayed
     beta1: float = 0.9
@@ -42,8 +45,43 @@ class OptimConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("cosine", "wsd"):
-            raise InputError(f"optim.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A learning-rate decay after the linear warmup. ``lr(step, optim, max_steps)`` is the rate of update
+    ``step`` (0-based, past the warmup), reaching ``lr * min_lr_ratio`` at the last update; ``describe(optim)``
+    is how the model card says it, ``help`` how ``--help`` does."""
+
+    help: str
+    lr: Callable[[int, OptimConfig, int], float]
+    describe: Callable[[OptimConfig], str]
+
+
+def _cosine(step: int, o: OptimConfig, max_steps: int) -> float:
+    peak, floor = o.lr, o.lr * o.min_lr_ratio
+    progress = min((step - o.warmup_steps) / max(max_steps - 1 - o.warmup_steps, 1), 1.0)
+    return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+
+
+def _wsd(step: int, o: OptimConfig, max_steps: int) -> float:
+    peak, floor = o.lr, o.lr * o.min_lr_ratio
+    decay_start = max(o.warmup_steps, int(max_steps * (1 - o.decay_fraction)))
+    if step < decay_start:
+        return peak
+    progress = (step - decay_start) / max(max_steps - 1 - decay_start, 1)
+    return peak - (peak - floor) * min(progress, 1.0)
+
+
+SCHEDULES: dict[str, Schedule] = {
+    "cosine": Schedule("cosine down to lr * min_lr_ratio", _cosine,
+                       lambda o: f"cosine decay to {o.lr * o.min_lr_ratio:g}"),
+    "wsd": Schedule("warmup-stable-decay: constant, then linear down over the last decay_fraction of the steps",
+                    _wsd, lambda o: f"constant, and a linear decay to {o.lr * o.min_lr_ratio:g} over the last "
+                                    f"{o.decay_fraction:.0%} of the steps (WSD)"),
+}
 
 
 @dataclass
@@ -77,21 +115,53 @@ class TrainConfig:
     dtype: str = "auto"  # "auto" (bf16 on CUDA, fp32 on CPU) | "bf16" | "fp32"
     compile: str = "auto"  # "auto" (on CUDA) | "yes" | "no"
     fsdp: str = "auto"  # under torchrun: "auto" (FSDP2 when DDP would not fit) | "yes" | "no"
-    threads: int = 0  # torch CPU threads; 0 = pretrain.hardware.cpu_threads (the usable cores less one)
+    threads: int = 0  # torch CPU threads; 0 = pretrain.train.hardware.cpu_threads (the usable cores less one)
     tensorboard: bool = True
     preflight_steps: int = 3  # measured optimizer steps in the preflight burst; 0 skips the burst
-    supervisor: bool = True
-    supervisor_args: list[str] = field(default_factory=list)
-    max_rollbacks: int = 3
+    supervisor: bool = True  # start the supervisor process (its settings are the supervisor section)
     # Wait after each step until the supervisor has judged it: every verdict then lands at the step it names
     # (deterministic; what the fault tests use), at the cost of up to one supervisor poll per step.
     supervisor_lockstep: bool = False
-    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.faults
+    inject_faults: list[str] = field(default_factory=list)  # "KIND@STEP", see pretrain.train.faults
 
 
-# Fields a --resume may change: how the run is driven, not what it computes.
-RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor", "train.supervisor_args",
-                  "train.max_rollbacks", "train.inject_faults", "train.device", "train.threads",
+@dataclass
+class SupervisorConfig:
+    """The supervisor's thresholds and policy (`pretrain.guard.supervisor` reads them from RUN/config.json).
+    Defaults suit a real run; tests shrink the windows and timeouts."""
+
+    window: int = 100  # steps of history the spike and explosion tests compare the newest step against
+    min_history: int = 20  # no spike, explosion or collapse verdict before this many steps of history
+    spike_z: float = 6.0  # loss more than this many standard deviations above the window's trend
+    # Floor on the window's standard deviation, relative to its mean loss: a plateau with almost no noise
+    # would otherwise turn any wobble into a huge z-score.
+    spike_std_floor: float = 0.01
+    # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (docs/pretrain.md).
+    grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median
+    grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
+    throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
+    throughput_patience: int = 5  # ...for this many consecutive steps
+    throughput_warmup: int = 5  # first steps left out of the median (compilation, cold caches)
+    heartbeat_timeout_s: float = 600.0  # end a trainer silent for this long
+    poll_s: float = 2.0  # between looks at the run directory
+    grace_s: float = 30.0  # between SIGTERM and SIGKILL for a stalled trainer
+    halt_policy: str = "halt"  # or "rollback": to the last good checkpoint, skipping the bad batches
+    max_rollbacks: int = 3  # rollbacks asked (and honoured by the trainer) before halting instead
+    rollback_skip_before: int = 0  # also skip this many batches before the offending step
+
+    def __post_init__(self) -> None:
+        if self.halt_policy not in ("halt", "rollback"):
+            raise ValueError(f"halt_policy must be 'halt' or 'rollback', got {self.halt_policy!r}")
+        for name in ("window", "min_history", "throughput_patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.throughput_fraction < 1:
+            raise ValueError(f"throughput_fraction must be in (0, 1), got {self.throughput_fraction}")
+
+
+# Fields a --resume may change: how the run is driven, not what it computes (and the whole supervisor section).
+RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor",
+                  "train.inject_faults", "train.device", "train.threads",
                   "train.preflight_steps", "train.tensorboard", "train.log_interval", "train.compile",
                   "train.supervisor_lockstep", "data.path", "data.tokenizer", "train.out"}
 
@@ -103,6 +173,7 @@ class RunConfig:
     optim: OptimConfig
     data: DataConfig
     train: TrainConfig
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,10 +187,10 @@ class RunConfig:
         A missing section or field, an unknown field or a value of the wrong kind is an :class:`InputError`."""
         if not isinstance(raw, dict) or "model_preset" not in raw:
             raise InputError(f"{where}: not a run config (expected an object with model_preset, model, optim, "
-                             "data and train, as in a RUN/config.json)")
+                             "data, train and supervisor, as in a RUN/config.json)")
+        raw = _upgrade(raw, where)
         sections = {}
-        for name, kind in (("model", GPTConfig), ("optim", OptimConfig), ("data", DataConfig),
-                           ("train", TrainConfig)):
+        for name, kind in SECTIONS.items():
             values = raw.get(name)
             if not isinstance(values, dict):
                 raise InputError(f"{where}: section {name!r} is missing or not an object")
@@ -140,26 +211,83 @@ class RunConfig:
         return self.data.seq_len or self.model.block_size
 
 
-# Optimiser and batch settings of each preset; the model shape comes from pretrain.model.PRESETS.
-RUN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+SECTIONS = {"model": GPTConfig, "optim": OptimConfig, "data": DataConfig, "train": TrainConfig,
+            "supervisor": SupervisorConfig}
+
+
+def _upgrade(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """A config of a version before the supervisor section (a RUN/config.json or a checkpoint's) in today's
+    shape: its ``train.max_rollbacks`` and ``train.supervisor_args`` (the supervisor's own ``--NAME VALUE``
+    options, as ``--sup-NAME`` forwarded them) become supervisor fields."""
+    train = raw.get("train")
+    if "supervisor" in raw or not isinstance(train, dict):
+        return raw
+    train = dict(train)
+    values: dict[str, Any] = {}
+    if "max_rollbacks" in train:
+        values["max_rollbacks"] = train.pop("max_rollbacks")
+    hints = typing.get_type_hints(SupervisorConfig)
+    args = list(train.pop("supervisor_args", None) or [])
+    while args:
+        option = str(args.pop(0))
+        name, eq, value = option.removeprefix("--").replace("-", "_").partition("=")
+        if not option.startswith("--") or name not in hints or not (eq or args):
+            raise InputError(f"{where}: train.supervisor_args: {option!r} is not a supervisor option with a value; "
+                             f"known: {', '.join('--' + n.replace('_', '-') for n in hints)}")
+        try:
+            values[name] = _coerce(value if eq else str(args.pop(0)), hints[name], f"supervisor.{name}")
+        except InputError as e:
+            raise InputError(f"{where}: train.supervisor_args: {e}") from None
+    return {**raw, "train": train, "supervisor": values}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named run: the model's shape (the vocabulary always comes from the data) and the optimiser, data and
+    training fields that differ from the defaults."""
+
+    model: dict[str, Any]
+    optim: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): see docs/pretrain.md for the count.
     # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the cosine ends at step 3815.
-    "bangla-0.4b": dict(
+    "bangla-0.4b": Preset(
+        model=dict(n_layer=24, n_head=16, n_embd=1024, block_size=2048),
         optim=dict(lr=3e-4, warmup_steps=200),
         data=dict(micro_batch=16, eval_tokens=262144),
         train=dict(global_batch_tokens=524288, token_budget=2e9, max_steps=0, eval_interval=250,
                    checkpoint_interval=250),
     ),
+    # Trains on a laptop CPU in minutes; tied embeddings keep the 50k-vocabulary tables from dominating.
     # 600 steps of 1,024 tokens: about one epoch of the demo's 600k-token shards, a few minutes on one CPU
     # core with an 8,000-id vocabulary (its validation loss then ends 0.56 / 1.54 nats below a unigram model
     # of its training tokens, bn / en: benchmarks/tiny_vs_unigram.py, docs/pretrain.md). Small batches: on a
     # CPU, more updates beat bigger batches at this scale. 30 warmup steps: with 10, a 64,000-id vocabulary's
     # loss jumped from 10.0 to 10.8 right after the warmup.
-    "tiny": dict(
+    "tiny": Preset(
+        model=dict(n_layer=4, n_head=4, n_embd=128, block_size=128, tie_embeddings=True),
         optim=dict(lr=4e-3, warmup_steps=30, min_lr_ratio=0.1),
         data=dict(micro_batch=8, eval_tokens=16384),
         train=dict(global_batch_tokens=1024, max_steps=600, eval_interval=200, checkpoint_interval=200),
     ),
 }
+
+
+def check_preset(name: str, what: str = "--config") -> Preset:
+    """The preset ``name``, else an :class:`InputError` naming ``what`` and the presets there are."""
+    if name not in PRESETS:
+        raise InputError(f"{what} {name!r}: no such preset or .json file; presets: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def model_config(name: str, vocab_size: int, **overrides) -> GPTConfig:
+    """The shape of preset ``name`` for a tokenizer of ``vocab_size`` ids (padded up to a multiple of 128)."""
+    return GPTConfig(vocab_size=pad_vocab(vocab_size), real_vocab_size=vocab_size,
+                     **{**check_preset(name, "model preset").model, **overrides})
 
 
 def load_config(path: str | os.PathLike) -> RunConfig:
@@ -188,10 +316,15 @@ FIELD_TYPES: dict[str, Any] = {
     "train.checkpoint_interval": cli.positive_int, "train.keep_last": cli.positive_int,
     "train.log_interval": cli.positive_int, "train.seed": cli.non_negative_int,
     "train.threads": cli.non_negative_int, "train.preflight_steps": cli.non_negative_int,
-    "train.max_rollbacks": cli.non_negative_int,
+    **{f"supervisor.{k}": cli.positive_int for k in ("window", "min_history", "throughput_patience")},
+    **{f"supervisor.{k}": cli.non_negative_int for k in ("throughput_warmup", "max_rollbacks", "rollback_skip_before")},
+    **{f"supervisor.{k}": cli.non_negative_float for k in ("spike_z", "spike_std_floor", "grad_explode_factor",
+                                                            "grad_norm_max", "heartbeat_timeout_s", "poll_s", "grace_s")},
+    "supervisor.throughput_fraction": cli.fraction,
 }
-FIELD_CHOICES = {"optim.schedule": ("cosine", "wsd"), "train.dtype": ("auto", "bf16", "fp32"),
-                 "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no")}
+FIELD_CHOICES = {"optim.schedule": SCHEDULES, "train.dtype": ("auto", "bf16", "fp32"),
+                 "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no"),
+                 "supervisor.halt_policy": ("halt", "rollback")}
 
 
 def check_fields(cfg: RunConfig, where: str) -> None:
@@ -199,6 +332,8 @@ def check_fields(cfg: RunConfig, where: str) -> None:
     for key, parse in FIELD_TYPES.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
+        if value is None:  # an optional field left unset (supervisor.grad_norm_max)
+            continue
         try:
             if isinstance(value, bool):
                 raise argparse.ArgumentTypeError(f"expected {parse.__name__}, got {value}")
@@ -214,11 +349,9 @@ def check_fields(cfg: RunConfig, where: str) -> None:
 
 def preset(name: str, vocab_size: int) -> RunConfig:
     """The named preset for a tokenizer of ``vocab_size`` ids."""
-    if name not in RUN_PRESETS:
-        raise InputError(f"--config {name!r}: no such preset or .json file; presets: {', '.join(RUN_PRESETS)}")
-    p = RUN_PRESETS[name]
-    cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p["optim"]),
-                    data=DataConfig(**p["data"]), train=TrainConfig(**p["train"]))
+    p = check_preset(name)
+    cfg = RunConfig(model_preset=name, model=model_config(name, vocab_size), optim=OptimConfig(**p.optim),
+                    data=DataConfig(**p.data), train=TrainConfig(**p.train))
     return derive_steps(cfg)
 
 
@@ -252,7 +385,7 @@ def _coerce(value: str, annotation: Any, key: str) -> Any:
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
-    """Apply ``section.field=value`` strings (sections: model, optim, data, train); unknown keys are errors."""
+    """Apply ``section.field=value`` strings (sections: :data:`SECTIONS`); unknown keys are errors."""
     for item in overrides:
         key, sep, value = item.partition("=")
         section, dot, name = key.partition(".")
@@ -260,7 +393,7 @@ def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:
             raise InputError(f"--set {item!r}: expected section.field=value, e.g. train.max_steps=100")
         target = getattr(cfg, section, None)
         if target is None or not dataclasses.is_dataclass(target):
-            raise InputError(f"--set {item!r}: unknown section {section!r}; known: model, optim, data, train")
+            raise InputError(f"--set {item!r}: unknown section {section!r}; known: {', '.join(SECTIONS)}")
         hints = typing.get_type_hints(type(target))
         if name not in hints:
             raise InputError(f"--set {item!r}: {section} has no field {name!r}; known: {', '.join(hints)}")
@@ -286,5 +419,5 @@ def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
     return "model.n_embd" in keys and "model.ffn_hidden" not in keys
 
 
-__all__ = ["MODEL_PRESETS", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
-           "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]
+__all__ = ["PRESETS", "SCHEDULES", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
+           "SupervisorConfig", "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]

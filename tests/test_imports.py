@@ -77,3 +77,58 @@ def test_packages_import_only_downwards():
     wrong = [(m, t) for m, targets in import_graph().items() for t in targets
              if t.split(".")[0] != m.split(".")[0] and t.split(".")[0] not in ALLOWED[m.split(".")[0]]]
     assert wrong == []
+
+
+# Inside pretrain: which of its parts (``pretrain.<part>``) may import which. Each rule names the imports it
+# forbids; pretrain's own ``__init__`` and ``__main__`` (the entry point that runs the CLI) are not parts.
+def _part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "pretrain" and len(parts) > 1 and parts[1] != "__main__" else None
+
+
+PRETRAIN_RULES = {
+    "pretrain.model imports nothing else of pretrain":
+        lambda m, t: _part(m) == "model" and _part(t) not in (None, "model"),
+    "pretrain.train imports only pretrain.model and pretrain.config":
+        lambda m, t: _part(m) == "train" and _part(t) not in (None, "train", "model", "config"),
+    "pretrain.guard and pretrain.perf never import eval or release":
+        lambda m, t: _part(m) in ("guard", "perf") and _part(t) in ("eval", "release"),
+    "pretrain.release imports of train only its checkpoint reader, and nothing of guard":
+        lambda m, t: _part(m) == "release" and (_part(t) == "guard"
+                                                or (_part(t) == "train" and t != "pretrain.train.checkpoint")),
+    "nothing imports pretrain.cli (but pretrain.__main__)":
+        lambda m, t: t == "pretrain.cli" and m != "pretrain.__main__",
+}
+
+
+def pretrain_violations(graph: dict[str, set[str]]) -> list[tuple[str, str, str]]:
+    """(rule, importer, imported) for every import of ``graph`` that a rule of :data:`PRETRAIN_RULES` forbids."""
+    return [(rule, m, t) for m, targets in sorted(graph.items()) for t in sorted(targets)
+            if t.startswith("pretrain") for rule, forbids in PRETRAIN_RULES.items() if forbids(m, t)]
+
+
+def test_each_pretrain_rule_catches_a_planted_violation():
+    graph = {
+        "pretrain.model.gpt": {"pretrain.config", "common.cli"},
+        "pretrain.train.trainer": {"pretrain.guard.preflight", "pretrain.model.gpt", "pretrain.config"},
+        "pretrain.guard.preflight": {"pretrain.eval.run_eval", "pretrain.train.trainer"},
+        "pretrain.perf.bench": {"pretrain.release.export", "pretrain.guard.grad_flow"},
+        "pretrain.release.export": {"pretrain.train.data", "pretrain.train.checkpoint"},
+        "pretrain.release.model_card": {"pretrain.guard.run_plan"},
+        "pretrain.eval.run_eval": {"pretrain.cli"},
+        "pretrain.__main__": {"pretrain.cli"},
+    }
+    found = {(m, t) for _, m, t in pretrain_violations(graph)}
+    assert found == {("pretrain.model.gpt", "pretrain.config"), ("pretrain.train.trainer", "pretrain.guard.preflight"),
+                     ("pretrain.guard.preflight", "pretrain.eval.run_eval"),
+                     ("pretrain.perf.bench", "pretrain.release.export"),
+                     ("pretrain.release.export", "pretrain.train.data"),
+                     ("pretrain.release.model_card", "pretrain.guard.run_plan"),
+                     ("pretrain.eval.run_eval", "pretrain.cli")}
+    assert {rule for rule, _, _ in pretrain_violations(graph)} == set(PRETRAIN_RULES)  # every rule fired
+
+
+def test_pretrain_parts_import_only_what_their_rules_allow():
+    graph = import_graph()
+    assert {_part(m) for m in graph} >= {"model", "train", "guard", "release", "eval", "perf", "config", "cli"}
+    assert pretrain_violations(graph) == []

@@ -18,8 +18,8 @@ from common.signals import Interrupted, deferred_signals
 
 
 def test_plain_strips_rest_markup():
-    assert plain("see :func:`pretrain.step.lr_at` and ``--resume`` in `pretrain.rundir`") == (
-        "see pretrain.step.lr_at and --resume in pretrain.rundir")
+    assert plain("see :func:`pretrain.train.optim.lr_at` and ``--resume`` in `pretrain.train.rundir`") == (
+        "see pretrain.train.optim.lr_at and --resume in pretrain.train.rundir")
 
 
 def test_defaults_are_shown_but_not_none():

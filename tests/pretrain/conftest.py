@@ -1,6 +1,6 @@
 """Small real shard sets for the pretraining tests, written in the `corpus.shards` layout.
 
-Real sample text tokenized with the shipped GPT-2 tokenizer (`pretrain.sample_shards`), and synthetic
+Real sample text tokenized with the shipped GPT-2 tokenizer (`pretrain.train.sample_shards`), and synthetic
 token streams for the mechanics tests.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
-from pretrain.sample_shards import write_shard_set
+from pretrain.train.sample_shards import write_shard_set
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,7 +137,7 @@ def tiny_run(tmp_path_factory, shards) -> Path:
 @pytest.fixture(scope="session")
 def tiny_export(tmp_path_factory, tiny_run) -> Path:
     """`pretrain export` of the tiny run's checkpoint (an HF folder)."""
-    from pretrain.checkpoint import latest_checkpoint
-    from pretrain.export import export_checkpoint
+    from pretrain.release.export import export_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     return export_checkpoint(latest_checkpoint(tiny_run), tmp_path_factory.mktemp("tiny_export") / "hf")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from common.fileio import read_jsonl
 from pretrain.cli import main
 
@@ -99,26 +101,55 @@ def test_a_flipped_byte_in_a_shard_fails_the_preflight(micro, shards, tmp_path, 
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-def test_launch_help_lists_the_supervisor_options(capsys):
-    import pytest
-
+def test_launch_help_names_the_supervisor_section(capsys):
     with pytest.raises(SystemExit):
         main(["launch", "--help"])
-    out = capsys.readouterr().out
-    assert "--sup-halt-policy {halt,rollback}" in out and "(supervisor default: 100)" in out
-    assert "--max-steps N" in out and "--time-budget-s SECONDS" in out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--set supervisor.halt_policy=rollback" in out and "sections: model, optim, data, train, supervisor" in out
+    assert "--max-steps N" in out and "--time-budget-s SECONDS" in out and "--sup-" not in out
 
 
-def test_sup_options_reach_the_supervisor():
-    import argparse
+def _old_config(**train) -> dict:
+    """A config.json as runs wrote it before the supervisor section: its settings inside train."""
+    from pretrain.config import preset
 
-    from pretrain.cli import _launch_parser, _supervisor_args
+    raw = preset("tiny", 300).to_dict()
+    del raw["supervisor"]
+    raw["train"].update(train)
+    return raw
 
-    parser = argparse.ArgumentParser()
-    _launch_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["launch", "--out", "r", "--sup-halt-policy", "rollback", "--sup-window=7",
-                              "--supervisor-args", "--poll-s 0.5"])
-    assert _supervisor_args(args) == ["--poll-s", "0.5", "--window", "7", "--halt-policy", "rollback"]
+
+def test_an_old_runs_supervisor_args_become_its_supervisor_section():
+    from pretrain.config import RunConfig, SupervisorConfig
+
+    cfg = RunConfig.from_dict(_old_config(max_rollbacks=1, supervisor_args=["--window", "7", "--halt-policy=rollback"]))
+    assert cfg.supervisor == SupervisorConfig(window=7, halt_policy="rollback", max_rollbacks=1)
+    assert "supervisor_args" not in cfg.to_dict()["train"]
+    assert RunConfig.from_dict(_old_config(max_rollbacks=3, supervisor_args=[])).supervisor == SupervisorConfig()
+
+
+@pytest.mark.parametrize(("args", "names"), [(["--windw", "7"], ["'--windw'", "--window"]),
+                                             (["--window", "0"], ["supervisor", "window"]),
+                                             (["--window"], ["'--window'"])])
+def test_an_old_runs_unusable_supervisor_args_are_refused_naming_them(args, names):
+    from pretrain.config import InputError, RunConfig
+
+    with pytest.raises(InputError) as e:
+        RunConfig.from_dict(_old_config(supervisor_args=args), "RUN/config.json")
+    assert "\n" not in str(e.value) and str(e.value).startswith("RUN/config.json: ")
+    assert all(n in str(e.value) for n in names)
+
+
+def test_resuming_an_old_run_reads_its_supervisor_args(tmp_path, capsys):
+    from common.fileio import write_json
+    from common.outdir import MARKER
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_json(run / MARKER, {"written_by": "bangla-tokfair", "command": "pretrain launch"})
+    write_json(run / "config.json", _old_config(out=str(run), supervisor_args=["--halt-policy", "rollback"]))
+    assert main(["launch", "--out", str(run), "--resume", "--dry-run", "--set", "supervisor.window=9"]) == 0
+    assert "plan for tiny" in capsys.readouterr().out
 
 
 def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, shards, sample_dir, tmp_path,
@@ -127,7 +158,7 @@ def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, sha
     "no manifest". And `eval --run RUN --text ... --out FILE` also rewrote RUN/eval.json and eval.png."""
     import shutil
 
-    from pretrain.checkpoint import latest_checkpoint
+    from pretrain.train.checkpoint import latest_checkpoint
 
     launched, elsewhere = tmp_path / "launched", tmp_path / "elsewhere"
     shutil.copytree(shards, launched / "data" / "shards")
@@ -157,7 +188,7 @@ def test_a_run_launched_with_relative_paths_evaluates_from_any_folder(micro, sha
 
 
 def test_the_data_of_an_older_run_with_relative_paths_is_found():
-    from pretrain.rundir import resolve_path
+    from pretrain.train.rundir import resolve_path
 
     # Launched from /home/u as `--data demo_out/corpus --out demo_out/run`: the launch folder is the run's
     # absolute path less the recorded --out.

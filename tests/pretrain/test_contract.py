@@ -79,7 +79,10 @@ CASES: dict[str, Case] = {
     "launch --global-batch-tokens 0": lambda e: (launch(e, "--global-batch-tokens", "0"), ["--global-batch-tokens"]),
     "launch --time-budget-s -5": lambda e: (launch(e, "--time-budget-s", "-5"), ["--time-budget-s"]),
     "launch --seed -1": lambda e: (launch(e, "--seed", "-1"), ["--seed"]),
-    "launch --sup-window 0": lambda e: (launch(e, "--sup-window", "0"), ["--sup-window"]),
+    "launch --set supervisor.window 0": lambda e: (launch(e, "--set", "supervisor.window=0"), ["supervisor.window"]),
+    "launch --set supervisor.halt_policy": lambda e: (launch(e, "--set", "supervisor.halt_policy=ignore"),
+                                                      ["supervisor.halt_policy", "ignore"]),
+    "launch --set supervisor unknown field": lambda e: (launch(e, "--set", "supervisor.windw=3"), ["windw"]),
     "launch --device gpu7": lambda e: (launch(e, "--device", "gpu7"), ["--device", "gpu7"]),
     # --- launch: config fields (--set, config JSON) -------------------------------------------------------------
     "launch --set warmup -1": lambda e: (launch(e, "--set", "optim.warmup_steps=-1"), ["optim.warmup_steps"]),

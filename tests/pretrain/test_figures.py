@@ -1,5 +1,5 @@
 """The figures a user reads twice agree: parameter counts and vocabulary in the preflight, the model card, the
-exported config.json and the exported model itself (`pretrain.model.parameter_counts`, defined once)."""
+exported config.json and the exported model itself (`pretrain.model.gpt.parameter_counts`, defined once)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from pretrain.cli import main
-from pretrain.model import GPT, model_config, parameter_counts
-from pretrain.reference import to_hf
+from pretrain.config import model_config
+from pretrain.model.gpt import GPT, parameter_counts
+from pretrain.model.hf_llama import to_hf
 
 
 @pytest.mark.parametrize("vocab", [8000, 8192])

@@ -1,0 +1,150 @@
+"""``pretrain export``: a trained checkpoint as a Hugging Face folder that ``transformers`` loads.
+
+    pretrain export --checkpoint RUN/checkpoints/step_00001000.pt --out DIR [--tokenizer SPEC] [--dtype bf16]
+
+The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
+:mod:`pretrain.model.hf_llama`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
+``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.release.model_card`). Users then evaluate with their usual tools::
+
+    model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
+
+The tokenizer is the one named in the checkpoint (or ``--tokenizer``), checked against the sha256 the model
+was trained with. Its post-processor prepends BOS, because every training document started with BOS:
+``tok(text)`` gives the ids the model saw in training. Tokenizers in ``tokenizers`` format (HF
+``tokenizer.json``, GPT-2 ``vocab.json`` + ``merges.txt``) are exported; sentencepiece and tiktoken
+files are refused with a clear error (convert them to a ``tokenizer.json`` first).
+
+The folder is built beside ``--out`` and renamed into place at the end, so a failed export leaves nothing
+half-written. ``--out`` follows the one --out policy (`common.outdir`): a new or empty folder, or with
+``--overwrite`` an earlier export (a folder this project wrote); any other folder is never replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from common.errors import InputError
+from common.fileio import atomic_write_text, file_sha256, umask, write_json
+from common.outdir import check_output_dir, publish_dir, staging_dir
+from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
+from pretrain.model.hf_llama import to_hf
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class ExportError(InputError):
+    """A checkpoint or tokenizer that cannot be exported; the message names the file and the reason."""
+
+
+def model_from_checkpoint(state: dict[str, Any], path: Path) -> GPT:
+    """Our model with the weights of a loaded checkpoint (written by `pretrain.train.trainer.Trainer`)."""
+    try:
+        cfg = GPTConfig(**state["config"]["model"])
+        weights = state["model"]
+    except (KeyError, TypeError) as e:
+        raise ExportError(f"{path}: not a pretrain checkpoint (missing or bad {e})") from None
+    model = GPT(cfg)
+    model.load_state_dict(weights)
+    return model
+
+
+def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: int | None):
+    """A ``PreTrainedTokenizerFast`` for the tokenizer ``spec`` that prepends BOS like training did."""
+    from tokenizers import Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from corpus.shards import TokenizerInfo, TokenizerMismatch
+    from fertility.tokenizers import HFTokenizer
+
+    try:
+        tok = TokenizerInfo(spec=spec, sha256=expected_sha256, vocab_size=0, bos_id=bos_id).load()
+    except TokenizerMismatch as e:
+        raise ExportError(f"{e}; pass --tokenizer with the tokenizer the model was trained with") from None
+    if not isinstance(tok, HFTokenizer):
+        raise ExportError(f"tokenizer {spec!r} is a {tok.kind} tokenizer; export supports tokenizers in "
+                          "`tokenizers` format (tokenizer.json, vocab.json + merges.txt): convert it first")
+    # A copy of the adapter's `tokenizers.Tokenizer`, with special-token strings special again (the analyzer
+    # treats them as text, a model's users expect the opposite).
+    backend = Tokenizer.from_str(tok.to_json())
+    backend.encode_special_tokens = False
+    names = {}
+    for role, i in (("bos_token", bos_id), ("eos_token", eos_id)):
+        if i is not None:
+            names[role] = tok.id_to_token(i)
+    if "bos_token" in names:
+        bos = names["bos_token"]
+        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                               special_tokens=[(bos, bos_id)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **names)
+
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
+                      dtype: str = "fp32", eval_json: str | Path | None = None, data: str | None = None,
+                      overwrite: bool = False) -> Path:
+    """Write the HF folder for ``checkpoint`` at ``out`` (new or empty, or with ``overwrite`` an earlier
+    export); return ``out``.
+    Its README.md is the model card (:mod:`pretrain.release.model_card`), from ``eval_json`` (default RUN/eval.json)
+    and the shard manifest in ``data`` (default the run's)."""
+    from pretrain.release import model_card
+    from pretrain.train.checkpoint import load_checkpoint
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
+    if eval_json is not None and not Path(eval_json).is_file():
+        raise ExportError(f"--eval {eval_json}: no such file")
+    if dtype not in DTYPES:
+        raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    state = load_checkpoint(checkpoint)  # verifies the checksum
+    model = model_from_checkpoint(state, checkpoint)
+    info = state.get("tokenizer") or {}
+    spec = tokenizer or info.get("spec")
+    if not spec:
+        raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
+    tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
+    hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
+    sha256 = file_sha256(checkpoint)
+    card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
+                                               tokenizer_spec=spec, dtype=dtype,
+                                               eval_json=Path(eval_json) if eval_json else None, data=data))
+
+    with staging_dir(out) as staging:
+        hf.save_pretrained(staging)
+        tok.save_pretrained(staging)
+        provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
+                      "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
+                      "parameters": asdict(parameter_counts(model.cfg)),
+                      "architecture": "LlamaForCausalLM", "torch": torch.__version__,
+                      "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        write_json(staging / "export.json", provenance)
+        atomic_write_text(staging / "README.md", card)
+        for path in staging.iterdir():  # safetensors writes its file 0600: give each file ordinary permissions
+            if path.is_file():
+                path.chmod(0o666 & ~umask())
+        publish_dir(staging, out, command="pretrain export")
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", metavar="CHECKPOINT", required=True, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="the folder to write: new or empty, or an earlier export with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
+    p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer spec (default: the one the checkpoint names)")
+    p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
+    p.add_argument("--eval", metavar="PATH", help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
+    p.add_argument("--data", metavar="DIR", help="shard directory whose manifest the card reads (default: the run's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export from parsed ``pretrain export`` arguments."""
+    out = export_checkpoint(args.checkpoint, args.out, tokenizer=args.tokenizer, dtype=args.dtype,
+                            eval_json=args.eval, data=args.data, overwrite=args.overwrite)
+    print(f"wrote {out} (LlamaForCausalLM + tokenizer); load it with "
+          f"transformers.AutoModelForCausalLM.from_pretrained({str(out)!r})")
+    return 0

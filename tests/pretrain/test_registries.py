@@ -1,0 +1,59 @@
+"""Presets and learning-rate schedules are each one table in `pretrain.config`: a new entry there is accepted by
+the config's validation, the command line's choices, the trainer's learning rate and the model card, with
+nothing else touched. Each test adds one entry (removed again by monkeypatch) and follows it through."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pretrain import cli, config
+from pretrain.config import PRESETS, SCHEDULES, OptimConfig, Preset, Schedule, apply_overrides, preset
+from pretrain.release.model_card import CardInputs, render
+from pretrain.train.optim import lr_at
+
+
+def _card(cfg: config.RunConfig) -> str:
+    return render(CardInputs(name="m", config=cfg, step=0, tokens_seen=0, dtype="fp32", checkpoint_sha256="0" * 64,
+                             tokenizer={"spec": "gpt2", "sha256": "0" * 64, "vocab_size": 300, "bos_id": 0,
+                                        "eos_id": 0}, notes=dict.fromkeys(("tokenizer", "data", "eval"), "")))
+
+
+def test_a_new_preset_is_a_run_config_a_cli_choice_and_a_card(monkeypatch, capsys):
+    monkeypatch.setitem(PRESETS, "micro", Preset(model=dict(n_layer=1, n_head=2, n_embd=32, block_size=16),
+                                                 optim=dict(lr=1e-3, warmup_steps=2),
+                                                 data=dict(micro_batch=2, eval_tokens=64),
+                                                 train=dict(global_batch_tokens=64, max_steps=7)))
+    cfg = preset("micro", 300)
+    assert (cfg.model.n_layer, cfg.model.real_vocab_size, cfg.optim.lr, cfg.train.max_steps) == (1, 300, 1e-3, 7)
+    assert config.RunConfig.from_dict(cfg.to_dict()).model_preset == "micro"  # a config.json of it loads back
+    parser = cli.build_parser()
+    assert parser.parse_args(["bench", "--config", "micro"]).config == "micro"
+    assert cli.main(["launch", "--config", "micro", "--vocab-size", "300", "--dry-run"]) == 0
+    assert re.search(r"steps +7 of 64 tokens \(2 sequences", capsys.readouterr().out)
+    assert "| layers / hidden size / heads | 1 / 32 / 2" in _card(cfg)
+    monkeypatch.delitem(PRESETS, "micro")
+    with pytest.raises(config.InputError, match="no such preset"):
+        preset("micro", 300)
+
+
+def test_a_new_schedule_is_validated_chosen_followed_and_carded(monkeypatch, capsys):
+    def step_down(step: int, o: OptimConfig, max_steps: int) -> float:
+        return o.lr * (o.min_lr_ratio if step >= max_steps // 2 else 1.0)
+
+    monkeypatch.setitem(SCHEDULES, "step", Schedule("the peak, then the floor from the middle on", step_down,
+                                                    lambda o: f"a step down to {o.lr * o.min_lr_ratio:g} halfway"))
+    cfg = apply_overrides(preset("tiny", 300), ["optim.schedule=step", "optim.warmup_steps=2"])
+    assert [lr_at(s, cfg.optim, 10) for s in (1, 4, 5, 9)] == pytest.approx([4e-3, 4e-3, 4e-4, 4e-4])
+    assert cli.main(["launch", "--config", "tiny", "--vocab-size", "300", "--schedule", "step",
+                     "--set", "optim.warmup_steps=2", "--dry-run"]) == 0
+    assert "step 301: 0.0004, step 600 (last): 0.0004" in capsys.readouterr().out  # cosine: 0.0022 at 301
+    assert "then a step down to 0.0004 halfway at step 600" in _card(cfg)
+    with pytest.raises(SystemExit):
+        cli.main(["launch", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "--schedule {cosine,wsd,step}" in helped and "step, the peak, then the floor from the middle on" in helped
+    monkeypatch.delitem(SCHEDULES, "step")
+    with pytest.raises(config.InputError, match="optim.schedule"):
+        apply_overrides(preset("tiny", 300), ["optim.schedule=step"])

@@ -1,0 +1,47 @@
+"""torchrun with 2 CPU processes (gloo; DDP, and FSDP2 fully_shard) follows the 1-process loss trajectory
+for the same global batch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.fileio import read_jsonl
+from pretrain.cli import main
+from pretrain.eval.plots import trajectory
+from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[3]
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def one_process(micro, synthetic_shards, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("one") / "run"
+    assert main(micro.args(synthetic_shards, run, STEPS)) == 0
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fsdp", ["no", "yes"])
+def test_two_gloo_processes_match_one_process(micro, synthetic_shards, one_process, tmp_path, fsdp):
+    two = tmp_path / "two"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "-m", "pretrain", *micro.args(synthetic_shards, two, STEPS, "--set", f"train.fsdp={fsdp}")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = trajectory(one_process), trajectory(two)
+    assert [r["step"] for r in b] == list(range(1, STEPS + 1))
+    assert len(read_jsonl(two / "metrics.jsonl")) == STEPS  # only rank 0 writes
+    assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-5)
+    assert [r["grad_norm"] for r in b] == pytest.approx([r["grad_norm"] for r in a], rel=1e-4)
+    assert b[-1]["loss"] < 0.95 * b[0]["loss"]  # it trained, and both runs agree on how
+    # The checkpoint holds full (unsharded) weights equal to the 1-process run's.
+    mine, theirs = load_checkpoint(latest_checkpoint(two)), load_checkpoint(latest_checkpoint(one_process))
+    assert mine["fsdp"] == (fsdp == "yes")
+    for name, tensor in theirs["model"].items():
+        assert mine["model"][name].shape == tensor.shape
+        assert mine["model"][name].float().sub(tensor).abs().max() < 1e-4, name
