@@ -35,6 +35,10 @@ from pretrain.train.optim import make_optimizer, train_step
 from pretrain.train.trainer import Trainer
 
 GiB = 1024**3
+# Below this many training tokens per vocabulary id the preflight says that a model will learn little beyond
+# token frequencies: on the demo's 600k tokens with 64,000 ids (9 a id) even an oracle bigram is only 0.12 nats
+# below a unigram in Bangla; on 4M tokens (62 a id) `tiny` ends 0.25 below it (docs/pretrain.md).
+FEW_TOKENS_PER_ID = 32
 
 
 @dataclass
@@ -260,8 +264,10 @@ def write_report(report: PreflightReport, run_dir) -> None:
 
 def format_preflight(report: PreflightReport) -> str:
     d, m, b = report.device, report.model, report.batch
+    per_id = report.data["train_tokens"] / m["vocab_size"]
     lines = [f"preflight: {'ok' if report.ok else 'FAILED'}",
-             f"  data    {report.data['train_tokens']:,} train tokens; val {report.data['val_languages']}",
+             f"  data    {report.data['train_tokens']:,} train tokens ({per_id:,.0f} per vocabulary id); "
+             f"val {report.data['val_languages']}",
              f"  shards  {report.data['shard_check']}",
              f"  tokens  {report.data['tokenizer_check']}",
              f"  device  {d.get('name')} ({d['device']}), torch {d['torch']}, autocast {d['autocast']}, "
@@ -281,5 +287,8 @@ def format_preflight(report: PreflightReport) -> str:
     if report.estimate:
         lines.append(f"  finish  {report.estimate['steps_remaining']} steps in ~{report.estimate['seconds'] / 60:.1f} "
                      "min (estimate)")
+    if per_id < FEW_TOKENS_PER_ID:
+        lines.append(f"  note    {per_id:.0f} train tokens per vocabulary id: most ids are seen a few times at most, "
+                     "so a model learns little beyond their frequencies (docs/pretrain.md, `tiny`'s budget)")
     lines += [f"  PROBLEM {p}" for p in report.problems]
     return "\n".join(lines)
