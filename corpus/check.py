@@ -83,14 +83,16 @@ def _current(arguments: dict) -> dict:
 def check_out(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, overwrite: bool,
                inputs: list[str]) -> tuple[Manifest | None, bool]:
     """Before any work, what OUT holds: ``(manifest, True)`` when it is this very build already (a rerun does
-    nothing), ``(manifest, False)`` for the shard set that ``append`` adds to, else ``(None, False)``. Refuses
+    nothing: same arguments and the same tokenizer file), ``(manifest, False)`` for the shard set that ``append`` adds to, else ``(None, False)``. Refuses
     an OUT the --out policy forbids (``common.outdir``), a result of other arguments without ``--overwrite``,
     and an ``--append`` to anything but a shard set of the same tokenizer."""
     check_output_dir(out_dir, overwrite=True, inputs=inputs)  # the rules no flag lifts
     existing = None
     if is_ours(out_dir) and (out_dir / MANIFEST_NAME).is_file():
         existing = Manifest.load(out_dir)
-        if _current(existing.arguments) == args:
+        # The same arguments are this very build only with the same tokenizer: a tokenizer retrained at the
+        # same path (the demo's second run) would otherwise keep shards of the old one's ids.
+        if _current(existing.arguments) == args and existing.tokenizer.sha256 == info.sha256:
             return existing, True
     if append:
         if existing is None:
@@ -106,7 +108,7 @@ def check_out(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, o
                              f"{dtype_for_vocab(info.vocab_size)}")
         return existing, False
     if existing is not None and not overwrite:
-        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments; pass "
+        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments or another tokenizer; pass "
                               "--append to add these shards to it, --overwrite to replace it, or choose another --out")
     check_output_dir(out_dir, overwrite=overwrite, inputs=inputs)
     return None, False

@@ -6,6 +6,7 @@ import gzip
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import regex
@@ -146,6 +147,33 @@ def test_rerun_is_a_no_op_and_other_args_need_append(built, sample_dir, tmp_path
     with pytest.raises(InputError, match="--append"):
         build(_config(sample_dir, seed=8), out, executor=QUIET)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_tokenizer_replaced_at_the_same_path_is_not_the_same_build(sample_dir, tmp_path):
+    """Same arguments, but the tokenizer file at that path was retrained (the demo's second run did this):
+    the old shards are not this build's; a rerun without --overwrite is refused, with it the shards are remade."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    root = Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt2"
+    tok = Tokenizer(BPE.from_file(str(root / "vocab.json"), str(root / "merges.txt")))
+    tok.add_special_tokens(["<|endoftext|>"])  # the BOS every shard document starts with
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    config = _config(sample_dir, tokens=10_000, ingest=IngestConfig(tokenizer=str(path), unit_docs=200,
+                                                                    max_chars=40_000))
+    out = tmp_path / "shards"
+    first, _ = build(config, out, executor=QUIET)
+    tok.add_tokens(["retrained"])  # another file at the same path: a new sha256
+    tok.save(str(path))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(InputError, match="another tokenizer"):
+        build(config, out, executor=QUIET)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    again, prepared = build(config, out, overwrite=True, executor=QUIET)
+    assert prepared is not None
+    assert again.tokenizer.sha256 != first.tokenizer.sha256
+    assert verify_shards(out, again, progress=False).ok
 
 
 def test_append_requires_the_same_tokenizer(built, sample_dir, tmp_path):
