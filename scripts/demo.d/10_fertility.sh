@@ -5,5 +5,5 @@ fertility report --tokenizer gpt2 --tokenizer o200k_base \
   --text bn=$SAMPLE/bn/literature-bnarchive.txt.gz --text bn=$SAMPLE/bn/poems-pd-banglakosh.txt.gz \
   --text en=$SAMPLE/en/wiki-en-chinapedia.txt.gz \
   --parallel bn=$SAMPLE/parallel/ben_Beng.txt.gz --parallel en=$SAMPLE/parallel/eng_Latn.txt.gz --reference en \
-  --max-chars 400000 --out "$OUT/fertility"
+  --max-chars 400000 --out "$OUT/fertility" --overwrite
 echo "HTML report: $OUT/fertility/report.html"

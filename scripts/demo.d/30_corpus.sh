@@ -6,11 +6,10 @@ TOKENIZER=${DEMO_TOKENIZER:-$(cat "$OUT/tokenizer_path" 2>/dev/null || echo gpt2
 COMPARE=(--compare-tokenizer o200k_base)
 if [ "$TOKENIZER" != gpt2 ]; then COMPARE+=(--compare-tokenizer gpt2); fi
 echo "== 3. Corpus: a Bangla-first mixture in tokens of $TOKENIZER =="
-rm -rf "$OUT/corpus"
 corpus build --tokenizer "$TOKENIZER" "${COMPARE[@]}" \
   --source bn=$SAMPLE/bn/literature-bnarchive.txt.gz --source bn=$SAMPLE/bn/poems-pd-banglakosh.txt.gz \
   --source en=$SAMPLE/en/wiki-en-chinapedia.txt.gz \
   --mix bn=0.7,en=0.3 --tokens 6e5 --max-epochs 4 --val-tokens 20000 --shard-tokens 200000 \
-  --max-chars 400000 --out "$OUT/corpus" --no-progress
+  --max-chars 400000 --out "$OUT/corpus" --overwrite --no-progress
 corpus inspect "$OUT/corpus" --recount --no-progress
 echo "Corpus report: $OUT/corpus/report.md (plot: $OUT/corpus/shares.png)"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Pretraining: a `tiny` GPT on the corpus step's shards for 600 steps on one CPU thread (preflight, supervisor,
+# Pretraining: a `tiny` GPT on the corpus step's shards for its 900 steps on one CPU thread (preflight, supervisor,
 # checkpoints), then the per-language evaluation against its random-init twin.
 # A fixed step count, not a time budget: the model learns as much on a loaded machine as on an idle one,
 # and one thread, because two torch threads on a busy 2-core machine ran a step six times slower.
 set -euo pipefail
-echo "== 4. Pretrain: a tiny Bangla-first GPT on the demo shards (600 steps, a few minutes on CPU) =="
+echo "== 4. Pretrain: a tiny Bangla-first GPT on the demo shards (900 steps, a few minutes on CPU) =="
 rm -rf "$OUT/pretrain"
 pretrain launch --config tiny --data "$OUT/corpus" --out "$OUT/pretrain" \
-  --max-steps "${DEMO_PRETRAIN_STEPS:-600}" --global-batch-tokens 1024 --micro-batch 8 \
+  --max-steps "${DEMO_PRETRAIN_STEPS:-900}" --global-batch-tokens 1024 --micro-batch 8 \
   --set train.threads=1 --set train.preflight_steps=2 --set data.eval_tokens=4096 --set train.tensorboard=no \
   --set train.checkpoint_interval=200 --set train.eval_interval=200 --no-eval
 pretrain eval --run "$OUT/pretrain" --max-tokens 4096 --samples 2
