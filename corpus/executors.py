@@ -154,13 +154,28 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
     if config.ray_address:
         ray.init(address=config.ray_address, log_to_driver=False)
     else:
-        # Ray gives a starting node 60 s to register, which a busy shared machine can exceed.
-        os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")
-        ray.init(num_cpus=config.workers, include_dashboard=False, log_to_driver=False)
+        _start_local_ray(ray, config.workers)
     try:
         yield
     finally:
         ray.shutdown()
+
+
+# Ray waits a fixed 30 s (`ray._private.node`, not configurable in this version) for a starting node to
+# register, which a busy 2-core machine can exceed ("The current node timed out during startup"); the start
+# is then tried again, from scratch, a few times before the error is the user's.
+RAY_START_ATTEMPTS = 4
+
+
+def _start_local_ray(ray, workers: int) -> None:
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        try:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as e:  # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(e) or attempt == RAY_START_ATTEMPTS:
+                raise
+            ray.shutdown()
 
 
 def worker_start(parent_pid: int) -> None:

@@ -236,3 +236,32 @@ def test_a_single_parquet_file_is_filtered_by_language_score_too(tmp_path):
     assert [d.text for d in docs] == ["এক দুই", "পাঁচ ছয়"]
     assert [d.uid for d in docs] == [0, 3]  # the row, nulls and filtered rows counted
     assert counters[0]["drop_language_score"] == 1
+
+
+class _FlakyRay:
+    """A stand-in for ``ray`` whose node start times out ``failures`` times, as on a busy machine."""
+
+    def __init__(self, failures: int, message: str = "The current node timed out during startup. ..."):
+        self.failures, self.message, self.inits, self.shutdowns = failures, message, 0, 0
+
+    def init(self, **kwargs):
+        self.inits += 1
+        if self.inits <= self.failures:
+            raise Exception(self.message)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_a_ray_start_that_times_out_is_tried_again():
+    from corpus.executors import RAY_START_ATTEMPTS, _start_local_ray
+
+    ray = _FlakyRay(failures=RAY_START_ATTEMPTS - 1)
+    _start_local_ray(ray, 2)
+    assert (ray.inits, ray.shutdowns) == (RAY_START_ATTEMPTS, RAY_START_ATTEMPTS - 1)
+    with pytest.raises(Exception, match="timed out during startup"):
+        _start_local_ray(_FlakyRay(failures=RAY_START_ATTEMPTS), 2)
+    other = _FlakyRay(failures=1, message="no such address")
+    with pytest.raises(Exception, match="no such address"):
+        _start_local_ray(other, 2)
+    assert other.inits == 1
