@@ -55,8 +55,6 @@ def parse_sources(args: list[str]) -> list[TextSource]:
 
 def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
     """The manifest's tokenizer record; ``spec`` becomes the absolute path of the file that was loaded."""
-    from pathlib import Path
-
     if tok.bos_id is None:
         raise BuildError(f"tokenizer {spec!r} has no BOS (or end-of-text) token; every document in a shard "
                          f"must start with one. Train or choose a tokenizer that defines it")
@@ -83,9 +81,10 @@ def _current(arguments: dict) -> dict:
 def check_out(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, overwrite: bool,
                inputs: list[str]) -> tuple[Manifest | None, bool]:
     """Before any work, what OUT holds: ``(manifest, True)`` when it is this very build already (a rerun does
-    nothing: same arguments and the same tokenizer file), ``(manifest, False)`` for the shard set that ``append`` adds to, else ``(None, False)``. Refuses
-    an OUT the --out policy forbids (``common.outdir``), a result of other arguments without ``--overwrite``,
-    and an ``--append`` to anything but a shard set of the same tokenizer."""
+    nothing: same arguments and the same tokenizer file), ``(manifest, False)`` for the shard set that
+    ``append`` adds to, else ``(None, False)``. Refuses an OUT the --out policy forbids (``common.outdir``), a
+    result of other arguments or another tokenizer without ``--overwrite``, and an ``--append`` to anything but
+    a shard set of the same tokenizer."""
     check_output_dir(out_dir, overwrite=True, inputs=inputs)  # the rules no flag lifts
     existing = None
     if is_ours(out_dir) and (out_dir / MANIFEST_NAME).is_file():
@@ -108,7 +107,7 @@ def check_out(out_dir: Path, info: TokenizerInfo, args: dict, *, append: bool, o
                              f"{dtype_for_vocab(info.vocab_size)}")
         return existing, False
     if existing is not None and not overwrite:
-        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments or another tokenizer; pass "
-                              "--append to add these shards to it, --overwrite to replace it, or choose another --out")
+        raise OutputPathError(f"--out {out_dir}: already holds a shard set built with other arguments or another "
+                              "tokenizer; pass --append to add these shards to it, --overwrite to replace it, or choose another --out")
     check_output_dir(out_dir, overwrite=overwrite, inputs=inputs)
     return None, False
