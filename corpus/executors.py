@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,9 +109,11 @@ for _module in (datatrove.executor.base, datatrove.executor.ray):
 
 
 class _Multiprocess:
-    """``multiprocess`` as datatrove's local executor sees it, except that the manager it starts for its task
-    queue (a forked server process, started even for one worker) dies with the build: without this it outlived
-    a ``kill -9`` of the build, orphaned."""
+    """``multiprocess`` as datatrove's local executor sees it, except that the processes it starts are the
+    build's workers (:func:`worker_pool`): the manager it starts for its task queue (a forked server process,
+    started even for one worker) dies with the build, where it outlived a ``kill -9`` of the build, orphaned;
+    and the pool's workers start with Ctrl-C left to the build, where one that had not yet taken a task
+    printed a traceback."""
 
     def __getattr__(self, name: str):
         return getattr(multiprocess, name)
@@ -118,8 +121,26 @@ class _Multiprocess:
     @staticmethod
     def Manager():  # noqa: N802 (multiprocess's name)
         manager = SyncManager(ctx=multiprocess.get_context())
-        manager.start(die_with_parent, (os.getpid(),))
+        with sigint_held():
+            manager.start(die_with_parent, (os.getpid(),))
         return manager
+
+    @staticmethod
+    def get_context(method: str | None = None):
+        return _WorkerContext(multiprocess.get_context(method))
+
+
+class _WorkerContext:
+    """A multiprocess context whose ``Pool`` is a :func:`worker_pool`."""
+
+    def __init__(self, ctx) -> None:
+        self._ctx = ctx
+
+    def __getattr__(self, name: str):
+        return getattr(self._ctx, name)
+
+    def Pool(self, processes: int):  # noqa: N802 (multiprocess's name)
+        return worker_pool(self._ctx, processes)
 
 
 datatrove.executor.local.multiprocess = _Multiprocess()
@@ -178,28 +199,45 @@ def _start_local_ray(ray, workers: int) -> None:
             ray.shutdown()
 
 
+@contextmanager
+def sigint_held() -> Iterator[None]:
+    """SIGINT held back while worker processes start, so that they start ignoring it: a new Python (spawn)
+    keeps a SIG_IGN it inherits (the signal mask is reset by the exec), so the disposition is SIG_IGN meanwhile
+    (from the main thread, the one that may set it). The signal is also blocked in this thread, which on Linux
+    keeps a Ctrl-C arriving meanwhile pending rather than ignored: it reaches the build's own handler when the
+    block ends."""
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    main = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+
 def worker_start(parent_pid: int) -> None:
-    """First thing in a worker process of the build: die with the build (even by ``kill -9``), and leave
-    Ctrl-C to it. A terminal sends SIGINT to every process of the group; the build is the one that stops its
-    pools (which ends the workers) and says so in one line."""
+    """First thing in a worker process of the build (a pool initializer): die with the build (even by
+    ``kill -9``), and leave Ctrl-C to it. A terminal sends SIGINT to every process of the group; the build is
+    the one that stops its pools (which ends the workers) and says so in one line. Started under
+    :func:`sigint_held`, it has ignored SIGINT from its first instruction; a forked one unblocks it here."""
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def worker_pool(ctx, processes: int):
+    """``ctx.Pool(processes)`` of build workers: every worker runs :func:`worker_start` before anything else and
+    is started with SIGINT held, so no Ctrl-C, however early, reaches a worker's Python."""
+    with sigint_held():
+        return ctx.Pool(processes, initializer=worker_start, initargs=(os.getpid(),))
 
 
 class _Local(LocalPipelineExecutor):
     """datatrove's local executor; defined here so that a spawned task process imports this module (and with it
-    the quieter task logger) when it unpickles its executor. A task process dies with the build: datatrove's
-    pool has no initializer to hook, so each task asks for it first thing (the kernel then kills the worker
-    when the build dies, even by ``kill -9``, rather than leaving it to finish its task orphaned)."""
-
-    def run(self):
-        self._parent_pid = os.getpid()  # taken before the pool starts, and pickled with the executor
-        return super().run()
-
-    def _launch_run_for_rank(self, rank: int, ranks_q, completed=None, completed_lock=None):
-        if os.getpid() != self._parent_pid:
-            worker_start(self._parent_pid)
-        return super()._launch_run_for_rank(rank, ranks_q, completed, completed_lock)
+    the quieter task logger) when it unpickles its executor. Its pool's workers are the build's
+    (:class:`_Multiprocess`)."""
 
 
 class _Ray(RayPipelineExecutor):

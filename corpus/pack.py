@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -18,7 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from common.fileio import write_json
-from corpus.executors import ExecutorConfig, worker_start
+from corpus.executors import ExecutorConfig, worker_pool
 from corpus.faults import kill_or_pause_if_asked
 from corpus.ingest import DocTable
 from corpus.layout import Layout, ShardJob
@@ -110,8 +109,7 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
     try:
         # Below POOL_TOKENS, starting worker processes takes longer than writing the shards here.
         if workers > 1 and len(todo) > 1 and sum(sizes[j.file] for j in todo) > POOL_TOKENS:
-            with mp.get_context("spawn").Pool(min(workers, len(todo)), initializer=worker_start,
-                                              initargs=(os.getpid(),)) as pool:
+            with worker_pool(mp.get_context("spawn"), min(workers, len(todo))) as pool:
                 for file, sha in pool.imap(_star_write_job, args):
                     record(file, sha)
         else:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import threading
 from pathlib import Path
 
+import multiprocess
 import pytest
 
 from corpus.build import BuildConfig, build
-from corpus.executors import ExecutorConfig, SlurmConfig, StageError
+from corpus.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
 from corpus.ingest import IngestConfig
 from corpus.sources import parse_source
 from fertility.text import iter_documents, parse_text_arg
@@ -265,3 +268,32 @@ def test_a_ray_start_that_times_out_is_tried_again():
     with pytest.raises(Exception, match="no such address"):
         _start_local_ray(other, 2)
     assert other.inits == 1
+
+
+def _worker_signal_state(_: int) -> tuple[int, object, bool]:
+    return os.getpid(), signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_a_build_worker_ignores_sigint_from_its_first_instruction():
+    """A Ctrl-C reaches every process of the group, also a pool worker still starting (spawn: a new Python)
+    or waiting for its first task; such a worker printed a KeyboardInterrupt traceback. Sent right after
+    the pool returns, the signal lands while the worker boots, before any code of ours runs in it."""
+    with worker_pool(multiprocess.get_context("spawn"), 1) as pool:
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the build's mask is back
+        (worker,) = pool._pool
+        os.kill(worker.pid, signal.SIGINT)
+        pid, handler, blocked = pool.apply(_worker_signal_state, (0,))
+    assert pid == worker.pid  # the same worker: it did not die of the signal and get replaced
+    assert handler == signal.SIG_IGN and not blocked
+
+
+def test_a_sigint_while_workers_start_reaches_the_build_afterwards():
+    arrived: list[str] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: arrived.append("delivered"))
+    try:
+        with sigint_held():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            arrived.append("block ends")  # held: the handler has not run yet
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert arrived == ["block ends", "delivered"]  # not lost, only later
