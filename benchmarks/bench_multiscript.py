@@ -2,10 +2,12 @@
 the published tokenizers, on held-out text. One command:
 
     python benchmarks/bench_multiscript.py [--vocab-size 16000] [--max-chars-per-source 300000] [--out FILE.json]
+        [--keep DIR] [--ours-args '--phrase-fraction 0']
 
-The full-size run (issue 22's acceptance: 128k, every character of the shared text; hours on a 2-core machine):
+The full-size run (issue 22's acceptance: 128k, every character of the shared text; about 15 minutes on one
+thread, ours 2-3 of them):
 
-    python benchmarks/bench_multiscript.py --vocab-size 128000 --max-chars-per-source 0 --out bench_128k.json
+    RAYON_NUM_THREADS=1 python benchmarks/bench_multiscript.py --vocab-size 128000 --max-chars-per-source 0 --out bench_128k.json
 
 Every trained tokenizer sees the same text at the same vocabulary. The text is every source of the seven
 languages under ``--data`` (the team's shared data: ``bn/``, ``en/`` and, for hi, ta, te, ml and ur, every
@@ -32,6 +34,8 @@ same content (the premiums, English 1); and training time. The table is printed 
 from __future__ import annotations
 
 import argparse
+import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +46,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 import fertility
 from common.cli import positive_int
 from common.fileio import write_json
-from common.outdir import check_output_file
+from common.outdir import check_output_dir, check_output_file
 from fertility.premium import gini, premium, read_parallel
 from fertility.text import TextSource
 from fertility.tokenizers import available_known
@@ -182,11 +186,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--langs", default=",".join(SOURCES), help="comma-separated, from " + ",".join(SOURCES))
     p.add_argument("--peers", default="ours,parity-base,parity-window,bpe-fair,references")
     p.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="a new folder to keep the trained tokenizers in (DIR/NAME/tokenizer.json)")
+    p.add_argument("--ours-args", default="", metavar="'OPTIONS'",
+                   help="more tokenizers-train options for ours (one string, e.g. '--max-repeats 3'): not the default")
     args = p.parse_args(argv)
     langs = args.langs.split(",")
     peers = args.peers.split(",")
     if args.out:
         check_output_file(args.out)
+    if args.keep:
+        check_output_dir(args.keep)
     max_chars = args.max_chars_per_source or None
     specs = sources(args.data, langs)
     parallel = {}
@@ -206,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         trained: dict[str, tuple[Path, float, dict]] = {}
         if "ours" in peers:
             argv_ours = [a for s in specs for a in ("--text", s)] + [
-                "--vocab-size", str(args.vocab_size), "--out", str(tmp / "ours"), "--no-progress"]
+                "--vocab-size", str(args.vocab_size), "--out", str(tmp / "ours"), "--no-progress",
+                *shlex.split(args.ours_args)]
             if max_chars:
                 argv_ours += ["--max-chars-per-source", str(max_chars)]
             start = time.perf_counter()
@@ -226,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             trained["bpe-fair"] = (train_plain(prepared, args.vocab_size, tmp / "bpe-fair"), time.perf_counter() - start, {})
         for name, (path, seconds, extra) in trained.items():
             print(f"{name}: trained in {seconds:.0f} s", file=sys.stderr, flush=True)
+            if args.keep:
+                (args.keep / name).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, args.keep / name / path.name)
             results[name] = {**measure(fertility.load_tokenizer(str(path)), validation, parallel, langs),
                              "seconds": round(seconds, 1), **extra}
     if "references" in peers:

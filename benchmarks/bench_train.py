@@ -1,8 +1,11 @@
 """Script-aware training time over a raw HF ``BpeTrainer`` on the same text and vocabulary (goal: at most 1.2).
 
     python benchmarks/bench_train.py [--vocab-size 8000] [--max-chars 500000] [--repeat 2]
+    python benchmarks/bench_train.py --data ../shared/data [--langs bn,hi,ta,te,ml,ur,en]   # seven languages
 
-Both sides train on the same text: the character-balanced sample of the shipped data. The script-aware side
+Both sides train on the same text: the character-balanced sample of the shipped data (Bangla and English),
+or with ``--data`` of every training source of ``--langs`` there (``benchmarks/bench_multiscript.py``'s
+sources: the seven languages of the shared data). The script-aware side
 is the package's whole machinery from the gzip files: ``prepare_text`` (streaming read, canonical
 normalisation, validation hold-out, per-language files), the balanced sample streamed from those files, and
 ``backends.train`` (hf-bpe, words only, whole-grapheme merges as the command sets them for this text) with its
@@ -22,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_multiscript
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from fertility.text import parse_text_arg
@@ -70,8 +74,11 @@ def main() -> None:
     p.add_argument("--max-chars", type=int, default=500_000, help="per source file")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--phrase-fraction", type=float, default=0.25)
+    p.add_argument("--data", type=Path, default=None, help="the shared data: train on --langs' sources there")
+    p.add_argument("--langs", default=",".join(bench_multiscript.SOURCES), help="with --data, comma-separated")
     args = p.parse_args()
-    sources = [parse_text_arg(s) for s in SOURCES]
+    specs = bench_multiscript.sources(args.data, args.langs.split(",")) if args.data else SOURCES
+    sources = [parse_text_arg(s) for s in specs]
     with tempfile.TemporaryDirectory() as tmp:
         prepared = sampling.prepare_text(sources, Path(tmp), max_chars_per_source=args.max_chars, progress=False)
         shares = sampling.resolve_shares({k: v.train_chars for k, v in prepared.languages.items()})
@@ -81,7 +88,7 @@ def main() -> None:
     ours = best_of(args.repeat, script_aware, sources, args.vocab_size, args.max_chars, 0.0)
     byte_level = best_of(args.repeat, script_aware, sources, args.vocab_size, args.max_chars, 0.0, False)
     phrase = best_of(1, script_aware, sources, args.vocab_size, args.max_chars, args.phrase_fraction)
-    print(f"text: {sum(map(len, lines)):,} characters, vocabulary {args.vocab_size}")
+    print(f"text: {sum(map(len, lines)):,} characters of {', '.join(prepared.languages)}, vocabulary {args.vocab_size}")
     print(f"raw BpeTrainer, same split:        wall {peer[0]:.2f} s, cpu {peer[1]:.2f} s")
     print(f"raw BpeTrainer, GPT-2 ByteLevel:   wall {gpt2[0]:.2f} s, cpu {gpt2[1]:.2f} s (information)")
     print(f"script-aware machinery, end to end: wall {ours[0]:.2f} s, cpu {ours[1]:.2f} s (whole graphemes)")

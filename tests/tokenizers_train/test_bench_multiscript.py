@@ -16,7 +16,7 @@ def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_to
     out = tmp_path / "bench.json"
     assert bench_multiscript.main(["--langs", "bn,en", "--data", str(sample_dir), "--vocab-size", "1024",
                                    "--max-chars-per-source", "40000", "--tokenizer-dir", str(shipped_tokenizers),
-                                   "--out", str(out)]) == 0
+                                   "--out", str(out), "--keep", str(tmp_path / "kept")]) == 0
     data = json.loads(out.read_text())
     results = data["tokenizers"]
     assert {"ours", "parity-base", "parity-window", "bpe-fair", "o200k_base"} <= set(results)
@@ -27,6 +27,8 @@ def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_to
         assert r["premium"]["bn"] == pytest.approx(r["chars_per_token"]["en"] / r["chars_per_token"]["bn"], rel=1e-3)
         assert r["max_premium"] == r["premium"]["bn"]
         assert r["gini"] == pytest.approx(bench_multiscript.gini([1.0, r["premium"]["bn"]]), abs=1e-4)
+    for name in ("ours", "parity-base", "parity-window", "bpe-fair"):
+        assert (tmp_path / "kept" / name / "tokenizer.json").is_file()
     assert results["ours"]["probes"] == 2
     assert len(results["ours"]["rounds"]) >= 3 and results["ours"]["rounds"][0]["probe"]
     printed = capsys.readouterr().out
