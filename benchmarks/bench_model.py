@@ -111,7 +111,6 @@ def chars_per_token(tokenizer: Path, texts: dict[str, Path]) -> dict[str, float]
 def build_corpus(data: Path, tokenizer: Path, out: Path, tokens: int, max_chars: int) -> None:
     if (out / "manifest.json").is_file():
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
     sources = [f"--source=bn={data / f}" for f in BN] + [f"--source=en={data / f}" for f in EN]
     sh("corpus", "build", "--tokenizer", str(tokenizer), *sources, "--mix", "bn=0.5,en=0.5", "--tokens", str(tokens),
        "--max-epochs", "50", "--val-tokens", "20000", "--max-chars", str(max_chars), "--out", str(out),

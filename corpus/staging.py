@@ -44,7 +44,7 @@ def _open_stage(stage: Path, record: dict | None) -> bool:
                     shutil.rmtree(path) if path.is_dir() else path.unlink()
             write_json(stage / MARKER, marker)
         return False
-    stage.mkdir()
+    stage.mkdir(parents=True)  # OUT may lie in folders not made yet (common.outdir checks the nearest one)
     write_json(stage / MARKER, marker)
     return True
 

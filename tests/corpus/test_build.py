@@ -262,3 +262,14 @@ def test_jsonl_field_source(sample_dir, tmp_path, gpt2):
     texts = {gpt2.decode(doc.tolist()) for s in manifest.shards
              for doc in documents(read_shard(tmp_path / "out" / s.file), gpt2.bos_id)}
     assert texts and texts <= {clean_document(p, "bn", CleanConfig(), Counter()) for p in poems}
+
+
+def test_an_out_in_folders_not_made_yet_gets_them(sample_dir, tmp_path):
+    """OUT's parent folders need not exist (the nearest existing one must be writable); the build makes
+    them, where it failed with "No such file or directory" for its staging folder."""
+    src = _sources(sample_dir)
+    out = tmp_path / "not" / "yet" / "p"
+    assert main(["plan", "--source", src[0], "--source", src[1], "--tokenizer", "gpt2", "--tokens", "1e4",
+                 "--mix", "bn=0.5,en=0.5", "--max-chars", "20000", "--out", str(out), "--no-progress",
+                 "--workers", "1"]) == 0
+    assert (staging_path(out) / ".work").is_dir()
