@@ -42,7 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-from common.fileio import atomic_write_text, write_json
+import fertility
+from common.fileio import atomic_write_text, read_json, write_json
 from corpus.normalize import normalize
 from fertility.text import TextSource, iter_documents
 
@@ -98,13 +99,12 @@ def write_heldout(data: Path, out: Path, max_chars: int, heldout_chars: int) -> 
 
 
 def chars_per_token(tokenizer: Path, texts: dict[str, Path]) -> dict[str, float]:
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(tokenizer))
+    """Characters per token on each text, in the canonical form the model's scores read it in."""
+    tok = fertility.load_tokenizer(str(tokenizer))
     out = {}
     for label, path in texts.items():
         docs = [normalize(d.text) for d in iter_documents(TextSource(label, str(path)))]
-        out[label] = sum(map(len, docs)) / sum(len(e.ids) for e in tok.encode_batch(docs, add_special_tokens=False))
+        out[label] = sum(map(len, docs)) / sum(map(len, tok.encode_ids(docs)))
     return out
 
 
@@ -120,10 +120,10 @@ def build_corpus(data: Path, tokenizer: Path, out: Path, tokens: int, max_chars:
 def train_and_score(corpus: Path, run: Path, steps: int, seed: int, texts: dict[str, Path]) -> dict[str, float]:
     scores = run / "heldout.json"
     if not scores.is_file():
-        from pretrain.train.checkpoint import latest_checkpoint
+        from pretrain.train.checkpoint import latest_checkpoint, sidecar
 
         last = latest_checkpoint(run) if run.is_dir() else None
-        if last is None or last.name != f"step_{steps:08d}.pt":
+        if last is None or read_json(sidecar(last))["step"] != steps:
             if last is None and run.exists():
                 shutil.rmtree(run)  # a launch that stopped before its first checkpoint: start again
             sh("pretrain", "launch", "--config", "tiny", "--data", str(corpus), "--out", str(run),

@@ -4,7 +4,7 @@ the published tokenizers, on held-out text. One command:
     python benchmarks/bench_multiscript.py [--vocab-size 16000] [--max-chars-per-source 300000] [--out FILE.json]
         [--keep DIR] [--ours-args '--phrase-fraction 0']
 
-The full-size run (issue 22's acceptance: 128k, every character of the shared text; about 15 minutes on one
+The full-size run (issue 22's acceptance: 128k, every character of the shared text; 13 minutes on one
 thread, ours 2-3 of them):
 
     RAYON_NUM_THREADS=1 python benchmarks/bench_multiscript.py --vocab-size 128000 --max-chars-per-source 0 --out bench_128k.json
