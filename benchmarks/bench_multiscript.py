@@ -46,7 +46,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 import fertility
 from common.cli import positive_int
 from common.fileio import write_json
-from common.outdir import check_output_dir, check_output_file
+from common.outdir import check_output_dir
+from common.paths import check_output_file
 from fertility.premium import gini, premium, read_parallel
 from fertility.text import TextSource
 from fertility.tokenizers import available_known

@@ -15,15 +15,18 @@ run, argv)``, where ``run(args) -> int`` does the work.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 
+from common import paths
 from common.errors import InputError
 from common.signals import Interrupted, raise_on_signals
 
-_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|obj):`~?([^`]+)`")
+_RST_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|obj):`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
 _REF = re.compile(r"`([^`]+)`")
 
@@ -32,7 +35,7 @@ EXIT_INPUT = 2
 
 def plain(text: str) -> str:
     """Docstring text without reST markup: ``:func:`a.b``` -> a.b, ````x```` -> x, ```a.b``` -> a.b."""
-    return _REF.sub(r"\1", _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text)))
+    return _REF.sub(r"\1", _LITERAL.sub(r"\1", _RST_ROLE.sub(r"\1", text)))
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -97,6 +100,7 @@ def _number_type(convert: Callable[[str], float], kind: type, test: Callable[[fl
         return value
 
     parse.kind = kind  # the help's metavar convention (N / X) reads it
+    parse.role = paths.Role.NOT_PATH
     parse.__name__ = expected
     return parse
 
@@ -119,15 +123,23 @@ def at_least(minimum: float, kind: type = float):
 
 # --- language labels -------------------------------------------------------------------------------------------
 
-# Letters, digits, "_" and "-", starting with a letter: ISO codes (bn), FLORES codes (ben_Beng), BCP-47 (bn-IN).
-# A label names a language in reports and file names, so it can never hold a path separator or "..".
-LABEL = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-LABEL_EXPECTED = "letters, digits, '_' or '-', starting with a letter (e.g. bn, ben_Beng)"
+# Letters of any script (with their combining marks), digits, "_" and "-", starting with a letter: ISO codes
+# (bn), FLORES codes (ben_Beng), BCP-47 (bn-IN), a language's own name (বাংলা). A label names a language in
+# reports and file names, so it never holds a path separator, a dot (so never ".."), a space or a control.
+LABEL_MAX = 64
+LABEL_EXPECTED = ("letters (any script, with their marks), digits, '_' or '-', starting with a letter "
+                  "(e.g. bn, ben_Beng, বাংলা)")
+
+
+def _label_ok(text: str) -> bool:
+    if not 0 < len(text) <= LABEL_MAX or not unicodedata.category(text[0]).startswith("L"):
+        return False
+    return all(c in "_-" or unicodedata.category(c)[0] in "LMN" for c in text)
 
 
 def check_label(text: str, what: str = "language label") -> str:
     """``text`` if it is a valid label, else an :class:`InputError` naming ``what``."""
-    if not LABEL.fullmatch(text):
+    if not _label_ok(text):
         raise InputError(f"{what} {text!r}: expected {LABEL_EXPECTED}")
     return text
 
@@ -138,6 +150,9 @@ def label(text: str) -> str:
         return check_label(text.strip(), "label")
     except InputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+label.role = paths.Role.NOT_PATH
 
 
 def parse_lang_numbers(spec: str, *, option: str, number: str = "NUMBER", minimum: float = 0.0,
@@ -173,6 +188,9 @@ def parse_lang_numbers(spec: str, *, option: str, number: str = "NUMBER", minimu
 
 # Errors from the system about a path the user named: bad input (a missing file, a read-only folder), not bugs.
 _PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+# The same for errors that have no subclass of their own; ELOOP gets its plain name (strerror says "Too many
+# levels of symbolic links").
+_PATH_ERRNOS = {errno.ENAMETOOLONG: None, errno.ELOOP: "symlink loop", errno.EROFS: None, errno.ENXIO: None}
 
 
 def one_line(message: object) -> str:
@@ -190,14 +208,18 @@ def run_command(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
     """
     raise_on_signals()
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        paths.check_args(parser, args)  # every output file and work folder against the inputs, before any work
         return run(args)
     except InputError as e:
         print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
-    except _PATH_ERRORS as e:
+    except OSError as e:
+        if not isinstance(e, _PATH_ERRORS) and e.errno not in _PATH_ERRNOS:
+            raise
         where = f"{e.filename}: " if e.filename else ""
-        print(f"{prog}: error: {where}{e.strerror or one_line(e)}", file=sys.stderr)
+        print(f"{prog}: error: {where}{_PATH_ERRNOS.get(e.errno) or e.strerror or one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
     except (Interrupted, KeyboardInterrupt) as e:
         stop = e if isinstance(e, Interrupted) else Interrupted(2)

@@ -10,6 +10,8 @@ The policy (docs/contract.md says it to users):
 * Its parent must be writable. All of this is checked before any work starts (:func:`check_output_dir`).
 * The content is built in a staging folder beside OUT (:func:`staging_dir`) and swapped in at the end
   (:func:`publish_dir`), so OUT holds either the old or the new content, never a mixture or neither.
+
+This is the output-folder role of `common.paths`, which holds the other roles' policies (an output file's too).
 """
 
 from __future__ import annotations
@@ -90,23 +92,6 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs:
                                       "--overwrite to replace it")
     _writable_parent(out, what)
     return out
-
-
-def check_output_file(path: str | os.PathLike, *, overwrite: bool = False,
-                      inputs: Iterable[str | os.PathLike] = (), what: str = "--out") -> Path:
-    """The same policy for a single output file: a new path, or an existing file only with ``overwrite``;
-    never a folder, never one of the inputs; its folder must be writable."""
-    path = Path(path)
-    resolved = path.resolve()
-    for given in inputs:
-        if Path(given).resolve() == resolved:
-            raise OutputPathError(f"{what} {path}: is the input {given}; choose another file")
-    if path.is_dir():
-        raise OutputPathError(f"{what} {path}: is a folder; expected a file path")
-    if path.exists() and not overwrite:
-        raise OutputPathError(f"{what} {path}: already exists; choose another path or pass --overwrite")
-    _writable_parent(path, what)
-    return path
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from common import cli as clihelp
+from common import paths
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.dedup import DedupConfig
@@ -41,8 +42,8 @@ def _source_arg(text: str) -> str:
     return text
 
 
-_source = _checked(_source_arg)
-_mix = _checked(parse_mix)
+_source = paths.input_spec(_checked(_source_arg))
+_mix = paths.not_a_path(_checked(parse_mix))
 
 
 # FineWeb-2's published settings for Bengali (configs/ben_Beng.yml of huggingface/fineweb-2), mapped onto our
@@ -60,8 +61,8 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
                         "datasets folder), LANG=PATH:FIELD, LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]], or a file set "
                         "read through fsspec: a glob or URL such as "
                         "hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet; repeat")
-    p.add_argument("--tokenizer", required=True, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
-    p.add_argument("--tokenizer-dir", help="where to look up tokenizer names first")
+    p.add_argument("--tokenizer", required=True, type=paths.name_or_path, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
+    p.add_argument("--tokenizer-dir", type=paths.input_path, help="where to look up tokenizer names first")
     mix = p.add_mutually_exclusive_group(required=True)
     mix.add_argument("--mix", type=_mix, help="language shares in tokens, e.g. bn=0.7,en=0.3 (must sum to 1)")
     mix.add_argument("--temperature", type=clihelp.positive_float, help="shares ~ available tokens ** (1/T) instead of --mix")
@@ -72,7 +73,7 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--val-max-share", type=clihelp.share, default=0.1,
                    help="never hold out more than this share of a language (default 0.1)")
     p.add_argument("--shard-tokens", type=clihelp.positive_int, default=100_000_000, help="tokens per shard at most (default 1e8)")
-    p.add_argument("--compare-tokenizer", action="append", default=[], metavar="SPEC",
+    p.add_argument("--compare-tokenizer", action="append", default=[], metavar="SPEC", type=paths.name_or_path,
                    help="also count tokens with this tokenizer in the report (e.g. gpt2); repeat")
     p.add_argument("--bad-utf8", choices=("fail", "skip"), default="fail",
                    help="a line that is not UTF-8: stop with its file and line (default), or skip and count it")
@@ -90,7 +91,7 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--no-exact-dedup", action="store_true")
     p.add_argument("--no-near-dedup", action="store_true")
     p.add_argument("--near-dup-threshold", type=clihelp.fraction, default=d_dedup.threshold)
-    p.add_argument("--out", required=out_required, help=(
+    p.add_argument("--out", required=out_required, type=paths.output_dir, help=(
         "the shard directory: a new or empty folder (or one this command wrote, with --overwrite or --append); "
         "the work happens in .OUT.building beside it, which a rerun of the same command resumes"
         if out_required else "keep the ingest in .OUT.building beside OUT, so that a later build into OUT reuses it"))
@@ -99,23 +100,23 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--tasks", type=clihelp.positive_int, help="ingest tasks, the parts the sources are split into (default: --workers)")
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="datatrove executor: local (default, no server), ray or slurm")
-    p.add_argument("--ray-address", help="with --executor ray: the cluster to use (default: start a local Ray "
+    p.add_argument("--ray-address", type=paths.text, help="with --executor ray: the cluster to use (default: start a local Ray "
                                          "instance with --workers CPUs and stop it afterwards)")
     d_slurm = SlurmConfig()
     g = p.add_argument_group("slurm (--executor slurm: each stage is a job array; this command waits for it)")
-    g.add_argument("--slurm-partition", help="the partition to run on (required with --executor slurm)")
-    g.add_argument("--slurm-time", default=d_slurm.time, help="time limit of a task")
+    g.add_argument("--slurm-partition", type=paths.text, help="the partition to run on (required with --executor slurm)")
+    g.add_argument("--slurm-time", default=d_slurm.time, type=paths.text, help="time limit of a task")
     g.add_argument("--slurm-mem-per-cpu", type=clihelp.positive_int, default=d_slurm.mem_per_cpu_gb, metavar="GB")
-    g.add_argument("--slurm-qos")
-    g.add_argument("--slurm-env-command", metavar="CMD",
+    g.add_argument("--slurm-qos", type=paths.text)
+    g.add_argument("--slurm-env-command", metavar="CMD", type=paths.text,
                    help="run on the node before each task (default: activate this command's virtual environment)")
-    g.add_argument("--slurm-sbatch-arg", action="append", default=[], metavar="KEY=VALUE",
+    g.add_argument("--slurm-sbatch-arg", action="append", default=[], metavar="KEY=VALUE", type=paths.text,
                    help="another #SBATCH option, e.g. account=myproject (repeatable)")
     g.add_argument("--slurm-poll", type=clihelp.positive_float, default=d_slurm.poll_s, metavar="SECONDS",
                    help="how often to look whether a stage has finished")
-    p.add_argument("--work-dir", help="where the stages' files go, any fsspec URL (default: .work in the staging "
+    p.add_argument("--work-dir", type=paths.work_dir, help="where the stages' files go, any fsspec URL (default: .work in the staging "
                                       "folder)")
-    p.add_argument("--status-file", help="JSON progress of every stage, rewritten while it runs "
+    p.add_argument("--status-file", type=paths.output_file, help="JSON progress of every stage, rewritten while it runs "
                                          "(default: WORK_DIR/status.json for a local work folder)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
 
@@ -247,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="print a shard directory's manifest summary and verify its shards",
                        description="Print a shard directory's manifest summary and verify its shards.",
                        formatter_class=clihelp.HelpFormatter)
-    i.add_argument("dir")
+    i.add_argument("dir", type=paths.input_path)
     i.add_argument("--recount", action="store_true",
                    help="decode every training document and recount tokens per language by script")
     i.add_argument("--check-text", type=clihelp.non_negative_int, default=0, metavar="N",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from common import cli as clihelp
+from common import paths
 from common.errors import InputError
 from common.outdir import check_output_dir
 from fertility.analysis import analyze
@@ -29,14 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="measure tokenizers on labelled text; write report.json/.md/.html",
                          description="Measure tokenizers on labelled text; write report.json, report.md and "
                                      "report.html.", formatter_class=clihelp.HelpFormatter)
-    rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC",
+    rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC", type=paths.name_or_path,
                      help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
-    rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH",
+    rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
                      help="labelled text: LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
-    rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH",
+    rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
                      help="line-aligned parallel text, one file per language (for the premium); "
                           "without --text, the parallel files are also the text measured per language")
-    rep.add_argument("--flores", default=None, metavar="DIR",
+    rep.add_argument("--flores", default=None, metavar="DIR", type=paths.input_path,
                      help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
                           "premiums against eng_Latn unless --reference names another FLORES code")
     rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
@@ -44,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
     rep.add_argument("--max-chars", type=clihelp.positive_int, default=None,
                      help="read only the first N characters (whole documents) of each source")
-    rep.add_argument("--tokenizer-dir", default=None, metavar="DIR",
+    rep.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path,
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
-    rep.add_argument("--out", required=True, metavar="DIR",
+    rep.add_argument("--out", required=True, metavar="DIR", type=paths.output_dir,
                      help="the report folder: new or empty (published only on success; docs/contract.md)")
     rep.add_argument("--overwrite", action="store_true", help="replace an existing report folder this project wrote")
     rep.add_argument("--detail-every", type=clihelp.positive_int, default=DEFAULT_DETAIL_EVERY, metavar="K",
@@ -67,12 +68,12 @@ def _add_serve_parser(sub) -> None:
                          description="The explorer as a local web app: paste text or drop a file, choose tokenizers, "
                                      "see the tokens and the report's figures. Prints its URL; opens nothing.",
                          formatter_class=clihelp.HelpFormatter)
-    srv.add_argument("--tokenizer", action="append", default=[], metavar="SPEC",
+    srv.add_argument("--tokenizer", action="append", default=[], metavar="SPEC", type=paths.name_or_path,
                      help="a tokenizer to offer (a known name or a path; loaded now); repeat for several. "
                           "The known names found in the tokenizer folders are offered too")
-    srv.add_argument("--tokenizer-dir", default=None, metavar="DIR",
+    srv.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path,
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
-    srv.add_argument("--host", default=DEFAULT_HOST,
+    srv.add_argument("--host", default=DEFAULT_HOST, type=paths.text,
                      help="the address to listen on; anything but loopback lets other machines in (a warning says so)")
     srv.add_argument("--port", type=clihelp.port, default=DEFAULT_PORT, help="the port; 0 picks a free one")
     srv.add_argument("--workers", type=clihelp.positive_int, default=WORKERS,

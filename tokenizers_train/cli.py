@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from common import cli as clihelp
+from common import paths
 from fertility import parse_text_arg
 from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig, backend_named
 from tokenizers_train.run import REPORT_NAME, TrainingRun, sample_summary
@@ -53,10 +54,10 @@ holdout.kind = float
 
 def build_parser() -> argparse.ArgumentParser:
     p = clihelp.parser(PROG, __doc__)
-    p.add_argument("--text", action="append", required=True, metavar="LANG=PATH",
+    p.add_argument("--text", action="append", required=True, metavar="LANG=PATH", type=paths.input_spec(),
                    help="training text for a language (repeat; several per language allowed)")
-    p.add_argument("--vocab-size", type=vocab_size, default=64000, help="a multiple of 64 (default 64000)")
-    p.add_argument("--out", required=True, type=Path, help="output folder (appears only when training succeeded)")
+    p.add_argument("--vocab-size", type=paths.not_a_path(vocab_size), default=64000, help="a multiple of 64 (default 64000)")
+    p.add_argument("--out", required=True, type=paths.output_dir_type(Path), help="output folder (appears only when training succeeded)")
     p.add_argument("--backend", default=TrainConfig.backend, choices=BACKENDS,
                    help=f"the trainer (default {TrainConfig.backend})")
     p.add_argument("--phrase-fraction", type=clihelp.share, default=0.25,
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-token-length", type=clihelp.positive_int, default=None,
                    help="longest token in characters (none by default)")
     mix = p.add_mutually_exclusive_group()
-    mix.add_argument("--shares", default=None, metavar="LANG=W,...", help="sample shares in characters, e.g. bn=0.7,en=0.3")
+    mix.add_argument("--shares", default=None, metavar="LANG=W,...", type=paths.text, help="sample shares in characters, e.g. bn=0.7,en=0.3")
     mix.add_argument("--temperature", type=clihelp.positive_float, default=None,
                      help="shares proportional to chars ** (1/T)")
     p.add_argument("--sample-chars", type=clihelp.positive_int, default=None,
@@ -79,10 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-repeats", type=clihelp.positive_int, default=MAX_REPEATS,
                    help="times a language's text may be used in the sample (default 1: a language with too "
                         "little text for its share is capped, not cycled; the report says so)")
-    p.add_argument("--holdout", type=holdout, default=0.02, help="fraction of each source held aside for validation")
+    p.add_argument("--holdout", type=paths.not_a_path(holdout), default=0.02, help="fraction of each source held aside for validation")
     p.add_argument("--max-validation-chars", type=clihelp.positive_int, default=400_000, help="per language")
     goal = p.add_mutually_exclusive_group()
-    goal.add_argument("--target", default=None, metavar="LANG=CPT,...", help="chars/token floor per language")
+    goal.add_argument("--target", default=None, metavar="LANG=CPT,...", type=paths.text, help="chars/token floor per language")
     goal.add_argument("--parity", default=None, metavar="LANG", type=clihelp.label,
                       help="every language within --tolerance of LANG")
     p.add_argument("--tolerance", type=clihelp.at_least(1), default=1.05,
@@ -91,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe-chars", type=clihelp.positive_int, default=PROBE_CHARS,
                    help=f"balance: characters of each short probe round (default {PROBE_CHARS:,})")
     p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
-    p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER",
+    p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER", type=paths.name_or_path,
                    help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
-    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", help="where reference names are found (see fertility)")
+    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path, help="where reference names are found (see fertility)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an OUT this project wrote (only once training succeeded)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars and no per-round progress lines")

@@ -16,9 +16,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from common import cli
+from common import cli, paths
 from common.errors import InputError, OutputPathError
-from common.outdir import check_output_dir, check_output_file, is_ours
+from common.outdir import check_output_dir, is_ours
+from common.paths import check_output_file
 from common.signals import deferred_signals
 from pretrain.config import (
     PRESETS,
@@ -43,16 +44,16 @@ FinalEval = Callable[[Path, str, int], None]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from pretrain.train.faults import KINDS
 
-    p.add_argument("--config", metavar="PRESET|JSON",
+    p.add_argument("--config", metavar="PRESET|JSON", type=paths.name_or_path,
                    help=f"preset ({', '.join(PRESETS)}) or a config JSON (e.g. a RUN/config.json)")
-    p.add_argument("--data", metavar="DIR", help="shard directory with manifest.json (from `corpus build`)")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--data", metavar="DIR", type=paths.input_path, help="shard directory with manifest.json (from `corpus build`)")
+    p.add_argument("--out", metavar="DIR", type=paths.output_dir,
                    help="run directory (checkpoints, metrics, eval): a new or empty folder, or with --resume a run "
                         "to continue; required unless --dry-run")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
                         "named and kept); a RUN that does not exist yet is started from --config and --data")
-    p.add_argument("--resume-from", metavar="CHECKPOINT",
+    p.add_argument("--resume-from", metavar="CHECKPOINT", type=paths.input_path,
                    help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=cli.non_negative_int,
                    help="optimizer steps (0 with --time-budget-s: fit the budget)")
@@ -64,12 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", choices=list(SCHEDULES), help="learning-rate decay after warmup: "
                    + "; ".join(f"{name}, {s.help}" for name, s in SCHEDULES.items()))
     p.add_argument("--seed", type=cli.non_negative_int, help="seed of the init and the data order")
-    p.add_argument("--device", type=device_arg, help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--tokenizer", metavar="SPEC", help="tokenizer (name, path or sha256) the shards must have been made with")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+    p.add_argument("--device", type=paths.not_a_path(device_arg), help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--tokenizer", metavar="SPEC", type=paths.name_or_path, help="tokenizer (name, path or sha256) the shards must have been made with")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", type=paths.text,
                    help="override any config field, e.g. --set model.n_layer=2 or --set supervisor.halt_policy=rollback "
                         "(sections: model, optim, data, train, supervisor; repeatable)")
-    p.add_argument("--inject-fault", action="append", default=[], metavar="KIND@STEP",
+    p.add_argument("--inject-fault", action="append", default=[], metavar="KIND@STEP", type=paths.text,
                    help=f"test fault: {', '.join(KINDS)}")
     p.add_argument("--max-rollbacks", type=cli.non_negative_int,
                    help="supervisor rollbacks honoured before halting (supervisor.max_rollbacks)")
@@ -102,7 +103,7 @@ def check_run_dir(out: str, *, resume: bool, inputs: list[str]) -> None:
             raise OutputPathError(f"--out {run_dir}: already holds a run; pass --resume to continue it, or "
                                   "choose a new folder")
         # The trainer writes into the run itself: a read-only run is refused here, not at its first step.
-        check_output_file(run_dir / rundir.CONFIG, overwrite=True, what="--out")
+        check_output_file(run_dir / rundir.CONFIG, overwrite=True, what="--out", own=True)
         return
     if not ours_run and run_dir.is_dir() and is_ours(run_dir):
         raise OutputPathError(f"--out {run_dir}: holds the output of another command, not a run; choose a new "

@@ -13,6 +13,7 @@ starts it, :func:`start`); its settings are the ``supervisor`` section of ``RUN/
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from common import cli as clihelp
+from common import paths
 from common.errors import InputError
 from common.fileio import write_json
 from pretrain.config import SupervisorConfig, load_config
@@ -412,12 +414,19 @@ def settings(run_dir: Path) -> SupervisorConfig:
     return load_config(path).supervisor
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = clihelp.parser("python -m pretrain.guard.supervisor", __doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, help="the run directory the trainer writes (settings: its config.json)")
+    # The run folder `pretrain launch` checked and made (an output folder: the supervisor adds its log there).
+    parser.add_argument("--run", required=True, type=paths.output_dir,
+                        help="the run directory the trainer writes (settings: its config.json)")
     parser.add_argument("--trainer-pid", type=int, required=True, help="the trainer's process id")
     parser.add_argument("--generation", type=int, required=True,
                         help="the trainer's generation (pretrain.train.rundir); earlier ones are history")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     run_dir = Path(args.run)
     if not run_dir.is_dir():

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from common import cli
+from common import cli, paths
 from common.errors import InputError
 from common.fileio import write_json
 from pretrain.config import PRESETS, OptimConfig, model_config
@@ -329,12 +329,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="untimed steps first (compilation, allocator)")
     p.add_argument("--vocab-size", metavar="N", type=cli.positive_int, default=GPT2_VOCAB,
                    help="tokenizer vocabulary (padded to 128)")
-    p.add_argument("--device", metavar="DEVICE", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--device", metavar="DEVICE", default="auto", type=paths.text, help="auto, cpu, cuda, cuda:N")
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
     p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto", help="auto = bf16 on CUDA")
     p.add_argument("--no-hf", action="store_true", help="measure our step only")
-    p.add_argument("--out", metavar="PATH", help="write the report as JSON here")
+    p.add_argument("--out", metavar="PATH", type=paths.output_file,
+                   help="write the report as JSON here: a new file, or with --overwrite one this command wrote")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier --out report")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
@@ -363,6 +365,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(out, report.to_dict())
+        write_json(out, paths.stamped(report.to_dict()))
         print(f"wrote {out}")
     return 0 if report.arbiter["ok"] else 1

@@ -59,12 +59,13 @@ def test_a_parse_error_is_one_line_and_exit_2(capsys):
     assert "--steps N" in p.format_help() and "--holdout X" in p.format_help()
 
 
-@pytest.mark.parametrize("good", ["bn", "ben_Beng", "bn-IN", "x1"])
+@pytest.mark.parametrize("good", ["bn", "ben_Beng", "bn-IN", "x1", "বাংলা", "हिन्दी", "bn_বাংলা"])
 def test_labels_that_pass(good):
     assert cli.check_label(good) == good
 
 
-@pytest.mark.parametrize("bad", ["", "../victim", "b/n", "a b", "1bn", ".", "bn\n", "x" * 65, "বাংলা"])
+@pytest.mark.parametrize("bad", ["", "../victim", "b/n", "a b", "1bn", ".", "bn\n", "x" * 65, "বাংলা/x", "বা..ং",
+                                 "১bn", "\u09bebn", "b\\n", "bn\u200d", "bn:x"])
 def test_a_label_is_never_a_path(bad):
     with pytest.raises(InputError, match="expected letters"):
         cli.check_label(bad)
