@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from common.fileio import write_json
+from common.paths import stamped
 
 
 class TaskProgress:
@@ -143,6 +144,6 @@ class StageWatcher:
         s.eta_s = 0.0 if s.done else (s.elapsed_s * (1 - done_share) / done_share if done_share > 0 else None)
         if self.status_path is not None:
             Path(self.status_path).parent.mkdir(parents=True, exist_ok=True)
-            write_json(self.status_path, asdict(self.status))
+            write_json(self.status_path, stamped(asdict(self.status)))
         if self.show:
             print("\r" + format_status(s), end="", file=sys.stderr, flush=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from common.fileio import read_json, write_json
+from common.paths import stamped
 from fertility.text import TextSource, iter_documents, parse_text_arg
 from pretrain.eval.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
 from pretrain.eval.text_bits import TextEvalError, evaluate_texts, load_scorer
@@ -123,7 +124,7 @@ def score_model(plan: ScorePlan, report: dict[str, Any] | None = None) -> dict[s
             if work is not None:
                 shutil.rmtree(work, ignore_errors=True)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(plan.out, report)
+    write_json(plan.out, stamped(report))
     return report
 
 

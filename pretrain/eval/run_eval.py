@@ -33,6 +33,7 @@ import torch
 
 from common.errors import InputError
 from common.fileio import write_json
+from common.paths import stamped
 from pretrain.train import rundir
 from pretrain.train.data import Dataset, open_dataset
 from pretrain.train.distributed import Runtime
@@ -135,9 +136,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     report["mean"] = {"model_loss": m, "random_init_loss": r, "loss_ratio": m / r}
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        write_json(out, report)
+        write_json(out, stamped(report))
         return report
-    write_json(run_dir / "eval.json", report)
+    write_json(run_dir / "eval.json", stamped(report))
     if plot:
         from pretrain.eval.plots import plot_eval
 

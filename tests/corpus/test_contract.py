@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,19 @@ def _ours(root: Path) -> None:
     (root / "out").mkdir()
     (root / "out" / MARKER).write_text('{"written_by": "bangla-tokfair", "command": "corpus build"}\n')
     (root / "out" / "train_000000.bin").write_bytes(b"\0" * 1024)
+
+
+def _tokenizer(root: Path) -> None:
+    """A copy of the shipped gpt2 tokenizer in root/tok."""
+    shutil.copytree(Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt2", root / "tok")
+
+
+def _published(name: str) -> Callable[[Path], None]:
+    def setup(root: Path) -> None:
+        (root / name).mkdir()
+        (root / name / MARKER).write_text('{"written_by": "bangla-tokfair", "command": "corpus build"}\n')
+        (root / name / "status.json").write_text('{"written_by": "bangla-tokfair"}\n')
+    return setup
 
 
 def _manifest(text: str) -> Callable[[Path], None]:
@@ -104,6 +118,26 @@ CASES = {
     "out-read-only": Case(lambda r: _build(r, out="/proc/corpus-out"), ("/proc", "not writable")),
     "work-dir-is-a-file": Case(lambda r: _build(r, "--work-dir", str(r / "work.txt")), ("--work-dir", "work.txt"),
                                _file("work.txt")),
+    # --- build: --status-file is an output file (issue 28, defect 2)
+    "status-file-is-a-source": Case(lambda r: _build(r, "--status-file", str(r / "data/bn.txt")),
+                                    ("--status-file", "bn.txt", "input")),
+    "status-file-is-the-tokenizer": Case(lambda r: [*_build(r, "--status-file", str(r / "tok/vocab.json")),
+                                                    "--tokenizer", str(r / "tok")],
+                                         ("--status-file", "vocab.json", "input"), _tokenizer),
+    "status-file-a-user-file": Case(lambda r: _build(r, "--status-file", str(r / "notes.json")),
+                                    ("--status-file", "notes.json", "--overwrite"), _file("notes.json")),
+    "status-file-a-user-file-with-overwrite": Case(
+        lambda r: _build(r, "--status-file", str(r / "notes.json"), "--overwrite"),
+        ("--status-file", "notes.json", "not written by this project"), _file("notes.json")),
+    "status-file-inside-published-shards": Case(
+        lambda r: _build(r, "--status-file", str(r / "shards/status.json"), "--overwrite"),
+        ("--status-file", "shards", MARKER), _published("shards")),
+    "plan-status-file-is-a-source": Case(lambda r: _plan(r, "--status-file", str(r / "data/en.txt")),
+                                         ("--status-file", "en.txt")),
+    # --- build: --work-dir is a work folder, apart from the inputs and the current folder
+    "work-dir-is-the-sources-folder": Case(lambda r: _build(r, "--work-dir", str(r / "data")), ("--work-dir", "data")),
+    "work-dir-is-the-cwd": Case(lambda r: _build(r, "--work-dir", str(r.parent / "elsewhere")),
+                                ("--work-dir", "current folder")),
     "append-to-no-shard-set": Case(lambda r: _build(r, "--append"), ("--append", "not a shard set"), _ours),
     # --- plan
     "plan-mix-unknown-language": Case(lambda r: _plan(r, mix="bn=0.5,hi=0.5"), ("hi",)),

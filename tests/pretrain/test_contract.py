@@ -57,6 +57,13 @@ class Env:
             raw[section].update(values)
         return self.file(name, json.dumps(raw))
 
+    def trained(self, name: str = "run") -> Path:
+        """A run of ours with a checkpoint file in it (checkpoints/best.pt)."""
+        path = self.run(name)
+        (path / "checkpoints").mkdir()
+        (path / "checkpoints" / "best.pt").write_bytes(b"a checkpoint of the user's run")
+        return path
+
     def checkpoint(self, name: str = "step_00000004.pt") -> Path:
         """A checkpoint file whose sidecar names another sha256 (what a flipped bit looks like)."""
         path = self.file(name, "not a checkpoint")
@@ -148,6 +155,30 @@ CASES: dict[str, Case] = {
     "bench --micro-batch 0": lambda e: (["bench", "--micro-batch", "0"], ["--micro-batch"]),
     "bench --vocab-size 1.5": lambda e: (["bench", "--vocab-size", "1.5"], ["--vocab-size"]),
     "bench --config unknown": lambda e: (["bench", "--config", "huge"], ["--config", "huge"]),
+    # --- eval --out: never a file of a run or shard folder other than its own (issue 28, defect 5) -------------
+    "eval --out the run's config.json --overwrite": lambda e: (
+        ["eval", "--run", str(e.trained()), "--out", str(e.root / "run" / "config.json"), "--overwrite"],
+        ["--out", "config.json", "input folder"]),
+    "eval --out the run's checkpoint --overwrite": lambda e: (
+        ["eval", "--run", str(e.trained()), "--out", str(e.root / "run" / "checkpoints" / "best.pt"),
+         "--overwrite"], ["--out", "best.pt", "input folder"]),
+    "eval --out inside the shards --overwrite": lambda e: (
+        ["eval", "--run", str(e.trained()), "--data", str(e.data), "--out", str(e.data / "manifest.json"),
+         "--overwrite"], ["--out", "manifest.json", "input folder"]),
+    "eval --out a user's file --overwrite": lambda e: (
+        ["eval", "--run", str(e.trained()), "--out", str(e.file("notes.json")), "--overwrite"],
+        ["--out", "notes.json", "not written by this project"]),
+    # --- bench --out: a new file, or one of ours with --overwrite (issue 28, defect 3) ------------------------
+    "bench --out existing file": lambda e: (["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--out",
+                                             str(e.file("bench.json"))], ["--out", "bench.json", "--overwrite"]),
+    "bench --out a user's file --overwrite": lambda e: (
+        ["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--out", str(e.file("bench.json")), "--overwrite"],
+        ["--out", "bench.json", "not written by this project"]),
+    "bench --out a folder": lambda e: (["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--out",
+                                        str(e.folder("reports"))], ["--out", "reports", "folder"]),
+    "bench --out the run's config.json --overwrite": lambda e: (
+        ["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--out", str(e.run() / "config.json"), "--overwrite"],
+        ["--out", "config.json", MARKER]),
     # --- export -------------------------------------------------------------------------------------------------
     "export --dtype unknown": lambda e: (["export", "--checkpoint", str(e.checkpoint()), "--out", str(e.out),
                                           "--dtype", "int3"], ["--dtype", "int3"]),
