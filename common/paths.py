@@ -119,7 +119,6 @@ def spec_path(text: str, *, labelled: bool = False) -> str | None:
 def _typed(role: Role, convert: Callable[[str], Any] = str, *, labelled: bool = False,
            own: Iterable[str] = ()) -> Callable[[str], Any]:
     def parse(text: str):
-        value = convert(text)
         if role in PATH_ROLES:
             raw = text.partition("=")[2] if labelled else text
             if not _is_url(raw.strip()):
@@ -129,7 +128,7 @@ def _typed(role: Role, convert: Callable[[str], Any] = str, *, labelled: bool = 
                 check_link(local)
                 if role is Role.INPUT:
                     check_readable_kind(local)
-        return value
+        return convert(text)
 
     parse.role = role
     parse.labelled = labelled
