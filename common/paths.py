@@ -197,16 +197,18 @@ def undeclared(parser: argparse.ArgumentParser, prog: str | None = None) -> list
 
 # --- the policies applied before run ---------------------------------------------------------------------------
 
-def _chosen_actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.Action]:
-    actions = []
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str, list[argparse.Action]]:
+    """The prog of the (sub)command ``args`` chose (e.g. "pretrain export") and its actions, its parents' too."""
+    prog, actions = parser.prog, []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             chosen = action.choices.get(getattr(args, action.dest, None) or "")
             if chosen is not None:
-                actions += _chosen_actions(chosen, args)
+                prog, more = _chosen(chosen, args)
+                actions += more
         else:
             actions.append(action)
-    return actions
+    return prog, actions
 
 
 def _values(action: argparse.Action, args: argparse.Namespace) -> list[str]:
@@ -274,6 +276,19 @@ def check_output_file(path: str | os.PathLike, *, overwrite: bool = False,
     return path
 
 
+def check_replaced_dir(out: str | os.PathLike, command: str, what: str = "--out") -> None:
+    """``--overwrite`` replaces only an earlier result of the same command: never a run (its checkpoints), a
+    shard folder or a tokenizer under another command's output."""
+    try:
+        marker = json.loads((Path(out) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return  # no marker: check_output_dir refuses a folder that is not ours
+    made_by = marker.get("command") if isinstance(marker, dict) else None
+    if made_by and made_by != command:
+        raise OutputPathError(f"{what} {out}: holds the output of `{made_by}`; --overwrite replaces only an "
+                              f"earlier result of `{command}`: choose another folder")
+
+
 def check_work_dir(path: str, *, inputs: Iterable[str | os.PathLike] = (), what: str = "--work-dir") -> None:
     """A local work folder is never a file, the current folder or one above it, an input, a folder that holds
     an input, nor one inside an input folder (a URL is the remote store's to judge)."""
@@ -293,8 +308,9 @@ def check_work_dir(path: str, *, inputs: Iterable[str | os.PathLike] = (), what:
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every output file and work folder of a parsed command line under its role's policy, against every input
-    of the same line, before ``run`` does any work."""
-    actions = [a for a in _chosen_actions(parser, args) if takes_value(a)]
+    of the same line, and every output folder that ``--overwrite`` would replace, before ``run`` does any work."""
+    command, actions = _chosen(parser, args)
+    actions = [a for a in actions if takes_value(a)]
     inputs, own = [], set()
     for action in actions:
         if role_of(action) is Role.INPUT:
@@ -312,3 +328,5 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                                   own=Path(value).resolve() in own)
             elif role_of(action) is Role.WORK_DIR:
                 check_work_dir(value, inputs=inputs, what=what)
+            elif role_of(action) is Role.OUTPUT_DIR and overwrite:
+                check_replaced_dir(value, command, what)

@@ -12,7 +12,8 @@ import pytest
 
 from common.errors import OutputPathError
 from common.fileio import append_jsonl, atomic_write_bytes, file_sha256, read_jsonl, write_json
-from common.outdir import MARKER, check_output_dir, check_output_file, is_ours, publish_dir, staging_dir
+from common.outdir import MARKER, check_output_dir, is_ours, publish_dir, staging_dir
+from common.paths import check_output_file, stamped
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
@@ -134,7 +135,7 @@ def test_output_in_a_read_only_place_is_refused_up_front(tmp_path):
 def test_output_file_policy(tmp_path):
     path = tmp_path / "eval.json"
     assert check_output_file(path) == path
-    path.write_text("{}")
+    path.write_text(json.dumps(stamped({})))
     with pytest.raises(OutputPathError, match="--overwrite"):
         check_output_file(path)
     assert check_output_file(path, overwrite=True) == path

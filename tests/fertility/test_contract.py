@@ -183,3 +183,17 @@ def test_a_progress_bar_is_cleared_before_the_error_line(data, tmp_path, capsys)
     err = capsys.readouterr().err
     assert code == 2 and "\r" in err  # a bar was drawn, and the error line is not glued to it
     assert err.rsplit("\r", 1)[-1].startswith(f"fertility: error: {data / 'latin1.txt'}:2")
+
+
+def test_overwrite_never_replaces_the_output_of_another_command(data, tmp_path, capsys, input_error, user_files):
+    """A run folder is ours, but --overwrite of `fertility report` replaces only an earlier report (issue 28)."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / MARKER).write_text(json.dumps({"written_by": "bangla-tokfair", "command": "pretrain launch"}))
+    (run / "checkpoints" / "best.pt").write_bytes(b"fourteen megabytes of weights")
+    keep = user_files(run, run / "checkpoints")
+    before = sorted(run.rglob("*"))
+    code, err = call(["--text", f"bn={data / 'bn.txt'}", "--tokenizer", "gpt2", "--out", str(run), "--overwrite"],
+                     capsys)
+    input_error(code, err, "--out", "pretrain launch")
+    assert keep.unchanged() and sorted(run.rglob("*")) == before
