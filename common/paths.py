@@ -90,8 +90,9 @@ def check_link(path: str) -> None:
                                              "not exist") from None
 
 
-def check_readable_kind(path: str) -> None:
-    """An input on disk is a regular file or a folder: a FIFO or a device is refused (read once, or never)."""
+def check_readable_kind(path: str, expects: str = "") -> None:
+    """An input on disk is a regular file or a folder (``expects`` "file" or "folder": that one): a FIFO or
+    a device is refused (read once, or never)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -101,6 +102,10 @@ def check_readable_kind(path: str) -> None:
                                          "inputs more than once: give a regular file")
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise argparse.ArgumentTypeError(f"{path}: is not a regular file or folder")
+    if expects == "file" and stat.S_ISDIR(mode):
+        raise argparse.ArgumentTypeError(f"{path}: is a folder, not a file")
+    if expects == "folder" and not stat.S_ISDIR(mode):
+        raise argparse.ArgumentTypeError(f"{path}: is a file, not a folder")
 
 
 def spec_path(text: str, *, labelled: bool = False) -> str | None:
@@ -117,7 +122,7 @@ def spec_path(text: str, *, labelled: bool = False) -> str | None:
 # --- the argparse types, one per role -------------------------------------------------------------------------
 
 def _typed(role: Role, convert: Callable[[str], Any] = str, *, labelled: bool = False,
-           own: Iterable[str] = ()) -> Callable[[str], Any]:
+           own: Iterable[str] = (), expects: str = "") -> Callable[[str], Any]:
     def parse(text: str):
         if role in PATH_ROLES:
             raw = text.partition("=")[2] if labelled else text
@@ -127,12 +132,13 @@ def _typed(role: Role, convert: Callable[[str], Any] = str, *, labelled: bool = 
             if local and not _is_url(local):
                 check_link(local)
                 if role is Role.INPUT:
-                    check_readable_kind(local)
+                    check_readable_kind(local, expects)
         return convert(text)
 
     parse.role = role
     parse.labelled = labelled
     parse.own = tuple(own)  # files inside this input folder that the command writes itself
+    parse.expects = expects
     parse.__name__ = getattr(convert, "__name__", role.value)
     if hasattr(convert, "kind"):
         parse.kind = convert.kind  # the help's metavar convention (common.cli)
@@ -145,8 +151,8 @@ def input_spec(convert: Callable[[str], Any] = str, *, labelled: bool = True) ->
 
 
 def input_dir(*own: str) -> Callable[[str], str]:
-    """An input folder inside which the command writes only the files named ``own`` (its own output)."""
-    return _typed(Role.INPUT, own=own)
+    """An input folder; the command writes inside it only the files named ``own`` (its own output), if any."""
+    return _typed(Role.INPUT, own=own, expects="folder")
 
 
 def not_a_path(convert: Callable[[str], Any] = str) -> Callable[[str], Any]:
@@ -160,6 +166,8 @@ def output_dir_type(convert: Callable[[str], Any] = str) -> Callable[[str], Any]
 
 
 input_path = _typed(Role.INPUT)              # a file or folder read
+input_file = _typed(Role.INPUT, expects="file")
+input_folder = input_dir()
 name_or_path = _typed(Role.INPUT)            # a name (tokenizer, preset, hub id) or a path to one: read only
 output_dir = _typed(Role.OUTPUT_DIR)         # common.outdir.check_output_dir
 output_file = _typed(Role.OUTPUT_FILE)       # check_output_file, applied by check_args before run

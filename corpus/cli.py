@@ -62,7 +62,7 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
                         "read through fsspec: a glob or URL such as "
                         "hf://datasets/HuggingFaceFW/fineweb-2/data/ben_Beng/train/*.parquet; repeat")
     p.add_argument("--tokenizer", required=True, type=paths.name_or_path, help="a name (gpt2, o200k_base, ...) or a path fertility can load")
-    p.add_argument("--tokenizer-dir", type=paths.input_path, help="where to look up tokenizer names first")
+    p.add_argument("--tokenizer-dir", type=paths.input_folder, help="where to look up tokenizer names first")
     mix = p.add_mutually_exclusive_group(required=True)
     mix.add_argument("--mix", type=_mix, help="language shares in tokens, e.g. bn=0.7,en=0.3 (must sum to 1)")
     mix.add_argument("--temperature", type=clihelp.positive_float, help="shares ~ available tokens ** (1/T) instead of --mix")
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="print a shard directory's manifest summary and verify its shards",
                        description="Print a shard directory's manifest summary and verify its shards.",
                        formatter_class=clihelp.HelpFormatter)
-    i.add_argument("dir", type=paths.input_path)
+    i.add_argument("dir", type=paths.input_folder)
     i.add_argument("--recount", action="store_true",
                    help="decode every training document and recount tokens per language by script")
     i.add_argument("--check-text", type=clihelp.non_negative_int, default=0, metavar="N",

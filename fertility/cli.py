@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
                      help="line-aligned parallel text, one file per language (for the premium); "
                           "without --text, the parallel files are also the text measured per language")
-    rep.add_argument("--flores", default=None, metavar="DIR", type=paths.input_path,
+    rep.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder,
                      help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
                           "premiums against eng_Latn unless --reference names another FLORES code")
     rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
     rep.add_argument("--max-chars", type=clihelp.positive_int, default=None,
                      help="read only the first N characters (whole documents) of each source")
-    rep.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path,
+    rep.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_folder,
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
     rep.add_argument("--out", required=True, metavar="DIR", type=paths.output_dir,
                      help="the report folder: new or empty (published only on success; docs/contract.md)")
@@ -71,7 +71,7 @@ def _add_serve_parser(sub) -> None:
     srv.add_argument("--tokenizer", action="append", default=[], metavar="SPEC", type=paths.name_or_path,
                      help="a tokenizer to offer (a known name or a path; loaded now); repeat for several. "
                           "The known names found in the tokenizer folders are offered too")
-    srv.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path,
+    srv.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_folder,
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
     srv.add_argument("--host", default=DEFAULT_HOST, type=paths.text,
                      help="the address to listen on; anything but loopback lets other machines in (a warning says so)")

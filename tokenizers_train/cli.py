@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--naive", action="store_true", help="also train GPT-2's byte-level BPE on the same sample")
     p.add_argument("--reference", action="append", default=[], metavar="TOKENIZER", type=paths.name_or_path,
                    help="tokenizer to show beside the new one in the fertility report (name or path; repeat)")
-    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_path, help="where reference names are found (see fertility)")
+    p.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_folder, help="where reference names are found (see fertility)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an OUT this project wrote (only once training succeeded)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars and no per-round progress lines")

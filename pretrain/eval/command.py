@@ -22,8 +22,8 @@ from pretrain.train.distributed import device_arg
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", metavar="DIR", type=paths.input_dir("eval.json", "eval.png"), help="run directory: its validation split against the random-init twin")
-    p.add_argument("--checkpoint", metavar="CHECKPOINT", type=paths.input_path, help="checkpoint file (default: the run's latest)")
-    p.add_argument("--data", metavar="DIR", type=paths.input_path, help="shard directory (default: the run's)")
+    p.add_argument("--checkpoint", metavar="CHECKPOINT", type=paths.input_file, help="checkpoint file (default: the run's latest)")
+    p.add_argument("--data", metavar="DIR", type=paths.input_folder, help="shard directory (default: the run's)")
     p.add_argument("--max-tokens", type=cli.non_negative_int, default=0, help="targets per language (0 = all)")
     p.add_argument("--samples", type=cli.non_negative_int, default=3, help="sampled continuations per language")
     p.add_argument("--device", type=paths.not_a_path(device_arg), default="auto", help="auto, cpu, cuda, cuda:N")
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-normalize", action="store_true", help="score the text as given, not NFC-normalised")
     p.add_argument("--tasks", default="", type=paths.text, help="lm-evaluation-harness tasks, comma-separated "
                    "(e.g. belebele_ben_Beng,bangla_mmlu; offline: bangla_sample_cloze)")
-    p.add_argument("--task-path", action="append", default=[], type=paths.input_path, help="a folder of extra harness task YAMLs")
+    p.add_argument("--task-path", action="append", default=[], type=paths.input_folder, help="a folder of extra harness task YAMLs")
     p.add_argument("--num-fewshot", type=cli.non_negative_int, help="few-shot examples (default: each task's own)")
     p.add_argument("--limit", type=cli.non_negative_int, default=0, help="documents per task (0 = all; a smoke run)")
     p.add_argument("--batch-size", type=cli.positive_int, default=8, help="sequences per forward pass (text and tasks)")

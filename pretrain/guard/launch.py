@@ -46,14 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--config", metavar="PRESET|JSON", type=paths.name_or_path,
                    help=f"preset ({', '.join(PRESETS)}) or a config JSON (e.g. a RUN/config.json)")
-    p.add_argument("--data", metavar="DIR", type=paths.input_path, help="shard directory with manifest.json (from `corpus build`)")
+    p.add_argument("--data", metavar="DIR", type=paths.input_folder, help="shard directory with manifest.json (from `corpus build`)")
     p.add_argument("--out", metavar="DIR", type=paths.output_dir,
                    help="run directory (checkpoints, metrics, eval): a new or empty folder, or with --resume a run "
                         "to continue; required unless --dry-run")
     p.add_argument("--resume", action="store_true",
                    help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
                         "named and kept); a RUN that does not exist yet is started from --config and --data")
-    p.add_argument("--resume-from", metavar="CHECKPOINT", type=paths.input_path,
+    p.add_argument("--resume-from", metavar="CHECKPOINT", type=paths.input_file,
                    help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=cli.non_negative_int,
                    help="optimizer steps (0 with --time-budget-s: fit the budget)")

@@ -132,14 +132,14 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", metavar="CHECKPOINT", required=True, type=paths.input_path, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
+    p.add_argument("--checkpoint", metavar="CHECKPOINT", required=True, type=paths.input_file, help="a checkpoint file, e.g. RUN/checkpoints/best.pt")
     p.add_argument("--out", required=True, metavar="DIR", type=paths.output_dir,
                    help="the folder to write: new or empty, or an earlier export with --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export in --out")
     p.add_argument("--tokenizer", metavar="SPEC", type=paths.name_or_path, help="tokenizer spec (default: the one the checkpoint names)")
     p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
-    p.add_argument("--eval", metavar="PATH", type=paths.input_path, help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
-    p.add_argument("--data", metavar="DIR", type=paths.input_path, help="shard directory whose manifest the card reads (default: the run's)")
+    p.add_argument("--eval", metavar="PATH", type=paths.input_file, help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
+    p.add_argument("--data", metavar="DIR", type=paths.input_folder, help="shard directory whose manifest the card reads (default: the run's)")
 
 
 def run(args: argparse.Namespace) -> int:

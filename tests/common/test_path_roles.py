@@ -160,6 +160,17 @@ def test_an_input_that_is_a_fifo_is_refused_up_front(case, tmp_path, capsys):
     assert "FIFO" in err, err
 
 
+@pytest.mark.parametrize("case", [c for c in path_options((Role.INPUT,)) if c[2].type.expects], ids=_id)
+def test_an_input_of_the_wrong_kind_is_refused_at_parse_time(case, tmp_path, capsys):
+    """A folder where a file is read (a checkpoint), a file where a folder is (shards): one line, not a
+    traceback from deep inside (``pretrain export --checkpoint .`` was a ValueError from pathlib)."""
+    command, chain, action = case
+    (tmp_path / "notes.txt").write_text("the user's\n")
+    wrong, expected = ((tmp_path, "not a file") if action.type.expects == "file" else
+                       (tmp_path / "notes.txt", "not a folder"))
+    assert expected in _refused(command, chain, action, _value(action, str(wrong)), capsys)
+
+
 def test_a_dangling_link_names_where_it_points(tmp_path):
     link = tmp_path / "bn.txt"
     link.symlink_to(tmp_path / "moved.txt")
