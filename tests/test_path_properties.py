@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -134,56 +135,29 @@ def overwrite(data) -> list[str]:
     return ["--overwrite"] if data.draw(st.booleans(), label="--overwrite") else []
 
 
-# --- fertility -------------------------------------------------------------------------------------------------
+# --- each command's line: ``argv(data, at)``, every path option drawn (``at`` turns a place into its path) ------
 
-@EXAMPLES
-@given(data=st.data())
-def test_fertility_report(data, shards, capfd):
-    from fertility.cli import main
-
-    def argv(at):
-        return ["report", "--no-progress", "--max-chars", "3000", "--detail-every", "1",
-                *option(data, at, "--text", "data/bn.txt", INPUT_PLACES, "bn="),
-                *option(data, at, "--tokenizer", "@gpt2", INPUT_PLACES),
-                *option(data, at, "--tokenizer-dir", None, INPUT_PLACES),
-                *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
-
-    check_command(main, argv, shards, capfd)
+def fertility_report(data, at):
+    return ["report", "--no-progress", "--max-chars", "3000", "--detail-every", "1",
+            *option(data, at, "--text", "data/bn.txt", INPUT_PLACES, "bn="),
+            *option(data, at, "--tokenizer", "@gpt2", INPUT_PLACES),
+            *option(data, at, "--tokenizer-dir", None, INPUT_PLACES),
+            *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
 
 
-@EXAMPLES
-@given(data=st.data())
-def test_fertility_serve_checks_its_tokenizers_before_listening(data, shards, capfd, monkeypatch):
-    import fertility.serve
-    from fertility.cli import main
-
-    monkeypatch.setattr(fertility.serve, "serve", lambda *a, **k: None)  # the shelf is built; nothing listens
-
-    def argv(at):
-        return ["serve", *option(data, at, "--tokenizer", "tok", INPUT_PLACES),
-                *option(data, at, "--tokenizer-dir", None, INPUT_PLACES)]
-
-    check_command(main, argv, shards, capfd)
+def fertility_serve(data, at):
+    # The shelf of tokenizers is built and checked; the test's patch keeps it from listening.
+    return ["serve", *option(data, at, "--tokenizer", "tok", INPUT_PLACES),
+            *option(data, at, "--tokenizer-dir", None, INPUT_PLACES)]
 
 
-# --- tokenizers-train ------------------------------------------------------------------------------------------
+def tokenizers_train(data, at):
+    return [*option(data, at, "--text", "data/bn.txt", INPUT_PLACES, "bn="), "--text", f"en={at('data/en.txt')}",
+            "--vocab-size", "384", "--shares", "bn=0.5,en=0.5", "--max-rounds", "1", "--no-progress",
+            "--max-validation-chars", "2000", *option(data, at, "--reference", None, INPUT_PLACES),
+            *option(data, at, "--tokenizer-dir", None, INPUT_PLACES),
+            *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
 
-@EXAMPLES
-@given(data=st.data())
-def test_tokenizers_train(data, shards, capfd):
-    from tokenizers_train.cli import main
-
-    def argv(at):
-        return [*option(data, at, "--text", "data/bn.txt", INPUT_PLACES, "bn="), "--text", f"en={at('data/en.txt')}",
-                "--vocab-size", "384", "--shares", "bn=0.5,en=0.5", "--max-rounds", "1", "--no-progress",
-                "--max-validation-chars", "2000", *option(data, at, "--reference", None, INPUT_PLACES),
-                *option(data, at, "--tokenizer-dir", None, INPUT_PLACES),
-                *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
-
-    check_command(main, argv, shards, capfd)
-
-
-# --- corpus ----------------------------------------------------------------------------------------------------
 
 # The work folder is drawn from the places its role refuses up front. A user's folder that the build may use
 # (what is deleted there is the ownership rule's: docs/contract.md) is left to that rule's own tests until
@@ -200,88 +174,81 @@ def _corpus(data, at, command: str) -> list[str]:
             *option(data, at, "--out", "fresh" if command == "build" else None, OUTPUT_PLACES)]
 
 
-@EXAMPLES
-@given(data=st.data())
-def test_corpus_build(data, shards, capfd):
-    from corpus.cli import main
-
-    check_command(main, lambda at: [*_corpus(data, at, "build"), *overwrite(data)], shards, capfd)
+def corpus_build(data, at):
+    return [*_corpus(data, at, "build"), *overwrite(data)]
 
 
-@EXAMPLES
-@given(data=st.data())
-def test_corpus_plan(data, shards, capfd):
-    from corpus.cli import main
-
-    check_command(main, lambda at: _corpus(data, at, "plan"), shards, capfd)
+def corpus_plan(data, at):
+    return _corpus(data, at, "plan")
 
 
-@EXAMPLES
-@given(data=st.data())
-def test_corpus_inspect(data, shards, capfd):
-    from corpus.cli import main
+def corpus_inspect(data, at):
+    return ["inspect", at(pick(data, "dir", "shards", INPUT_PLACES)), "--no-progress"]
 
-    check_command(main, lambda at: ["inspect", at(pick(data, "dir", "shards", INPUT_PLACES)), "--no-progress"],
-                  shards, capfd)
-
-
-# --- pretrain --------------------------------------------------------------------------------------------------
 
 MICRO = ["--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2", "--set",
          "model.block_size=32", "--set", "train.global_batch_tokens=128", "--set", "data.micro_batch=4",
          "--set", "train.tensorboard=no", "--set", "train.threads=1", "--set", "train.preflight_steps=1"]
 
 
+def pretrain_launch(data, at):
+    return ["launch", *option(data, at, "--config", "@tiny", INPUT_PLACES),
+            *option(data, at, "--data", "shards", INPUT_PLACES), *option(data, at, "--out", "fresh", OUTPUT_PLACES),
+            *option(data, at, "--resume-from", None, INPUT_PLACES), "--max-steps", "2", "--preflight-only",
+            "--no-supervisor", "--no-eval", "--device", "cpu", *MICRO]
+
+
+def pretrain_eval(data, at):
+    return ["eval", *option(data, at, "--run", "run", INPUT_PLACES),
+            *option(data, at, "--checkpoint", None, INPUT_PLACES), *option(data, at, "--data", None, INPUT_PLACES),
+            *option(data, at, "--text", None, INPUT_PLACES, "bn="), "--device", "cpu", "--max-tokens", "64",
+            "--samples", "0", *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
+
+
+def pretrain_bench(data, at):
+    return ["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--seq-len", "16", "--micro-batch", "1",
+            "--vocab-size", "256", "--device", "cpu", "--compile", "no",
+            *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
+
+
+def pretrain_export(data, at):
+    return ["export", *option(data, at, "--checkpoint", "run/checkpoints/best.pt", INPUT_PLACES),
+            *option(data, at, "--eval", None, INPUT_PLACES), *option(data, at, "--data", None, INPUT_PLACES),
+            *option(data, at, "--tokenizer", None, INPUT_PLACES), *option(data, at, "--out", "fresh", OUTPUT_PLACES),
+            *overwrite(data)]
+
+
+# command -> (the module whose main runs it, its line)
+COMMANDS = {
+    "fertility report": ("fertility.cli", fertility_report),
+    "fertility serve": ("fertility.cli", fertility_serve),
+    "tokenizers-train": ("tokenizers_train.cli", tokenizers_train),
+    "corpus build": ("corpus.cli", corpus_build),
+    "corpus plan": ("corpus.cli", corpus_plan),
+    "corpus inspect": ("corpus.cli", corpus_inspect),
+    "pretrain launch --preflight-only": ("pretrain.cli", pretrain_launch),
+    "pretrain eval": ("pretrain.cli", pretrain_eval),
+    "pretrain bench": ("pretrain.cli", pretrain_bench),
+    "pretrain export": ("pretrain.cli", pretrain_export),
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
 @EXAMPLES
 @given(data=st.data())
-def test_pretrain_launch_preflight(data, shards, capfd):
-    from pretrain.cli import main
+def test_nothing_planted_changes_and_no_traceback(command, data, shards, capfd, monkeypatch):
+    import fertility.serve
 
-    def argv(at):
-        return ["launch", *option(data, at, "--config", "@tiny", INPUT_PLACES),
-                *option(data, at, "--data", "shards", INPUT_PLACES), *option(data, at, "--out", "fresh", OUTPUT_PLACES),
-                *option(data, at, "--resume-from", None, INPUT_PLACES), "--max-steps", "2", "--preflight-only",
-                "--no-supervisor", "--no-eval", "--device", "cpu", *MICRO]
-
-    check_command(main, argv, shards, capfd)
+    monkeypatch.setattr(fertility.serve, "serve", lambda *a, **k: None)  # `fertility serve` never listens
+    module, argv = COMMANDS[command]
+    check_command(importlib.import_module(module).main, lambda at: argv(data, at), shards, capfd)
 
 
-@EXAMPLES
-@given(data=st.data())
-def test_pretrain_eval(data, shards, capfd):
-    from pretrain.cli import main
+def test_every_command_and_subcommand_is_drawn():
+    import argparse
 
-    def argv(at):
-        return ["eval", *option(data, at, "--run", "run", INPUT_PLACES),
-                *option(data, at, "--checkpoint", None, INPUT_PLACES), *option(data, at, "--data", None, INPUT_PLACES),
-                *option(data, at, "--text", None, INPUT_PLACES, "bn="), "--device", "cpu", "--max-tokens", "64",
-                "--samples", "0", *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
-
-    check_command(main, argv, shards, capfd)
-
-
-@EXAMPLES
-@given(data=st.data())
-def test_pretrain_bench(data, shards, capfd):
-    from pretrain.cli import main
-
-    def argv(at):
-        return ["bench", "--steps", "1", "--warmup", "0", "--no-hf", "--seq-len", "16", "--micro-batch", "1",
-                "--vocab-size", "256", "--device", "cpu", "--compile", "no",
-                *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
-
-    check_command(main, argv, shards, capfd)
-
-
-@EXAMPLES
-@given(data=st.data())
-def test_pretrain_export(data, shards, capfd):
-    from pretrain.cli import main
-
-    def argv(at):
-        return ["export", *option(data, at, "--checkpoint", "run/checkpoints/best.pt", INPUT_PLACES),
-                *option(data, at, "--eval", None, INPUT_PLACES), *option(data, at, "--data", None, INPUT_PLACES),
-                *option(data, at, "--tokenizer", None, INPUT_PLACES), *option(data, at, "--out", "fresh", OUTPUT_PLACES),
-                *overwrite(data)]
-
-    check_command(main, argv, shards, capfd)
+    for module in {m for m, _ in COMMANDS.values()}:
+        parser = importlib.import_module(module).build_parser()
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        names = [f"{parser.prog} {name}" for a in subs for name in a.choices] or [parser.prog]
+        assert all(any(c == n or c.startswith(n + " ") for c in COMMANDS) for n in names), (names, list(COMMANDS))
