@@ -192,3 +192,45 @@ def test_no_traceback_from_the_real_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "corpus", "inspect", str(tmp_path / "nope")], cwd=root,
                           capture_output=True, text=True, timeout=300, env=os.environ)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("where", ["a folder of the user's", "the inputs' folder", "the current folder",
+                                   "the tokenizer's folder", "a new folder", "an empty folder"])
+def test_a_work_dir_loses_nothing_of_the_user(where, texts, tmp_path, monkeypatch, capfd, input_error):
+    """A --work-dir must be new, empty or ours: a folder holding anything of the user's is refused before any work
+    (it was removed whole after every successful build); the project removes only the files it recorded there,
+    and the folder itself only when it made it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "bn.txt").write_bytes(b"".join(texts["bn"]))
+    (data / "en.txt").write_bytes(b"".join(texts["en"]))
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        (tok / name).write_bytes((Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt2" / name).read_bytes())
+    (tmp_path / "mine" / "chapters").mkdir(parents=True)
+    (tmp_path / "mine" / "thesis.tex").write_text("my thesis\n")
+    (tmp_path / "mine" / "chapters" / "1.tex").write_text("chapter one\n")
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "notes.txt").write_text("the user's notes\n")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    work = {"a folder of the user's": str(tmp_path / "mine"), "the inputs' folder": str(data), "the current folder": ".",
+            "the tokenizer's folder": str(tok), "a new folder": str(tmp_path / "new" / "work"),
+            "an empty folder": str(tmp_path / "empty")}[where]
+    argv = _build(tmp_path, "--work-dir", work)
+    argv[argv.index("gpt2")] = str(tok / "vocab.json")
+    before = _tree(tmp_path)
+    capfd.readouterr()
+    code = main(argv)
+    err = capfd.readouterr().err
+    after = _tree(tmp_path)
+    if where in ("a new folder", "an empty folder"):
+        assert code == 0, err
+        assert (tmp_path / "out" / "manifest.json").is_file()
+        made = {k: v for k, v in after.items() if k not in before and not k.startswith("out")}
+        assert made == ({"new": None} if where == "a new folder" else {}), made  # the work is gone, no more
+        assert {k: v for k, v in after.items() if k in before} == before
+    else:
+        input_error(code, err, "--work-dir", work)
+        assert after == before  # byte for byte; no OUT, no staging folder either
