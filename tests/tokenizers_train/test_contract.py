@@ -205,3 +205,18 @@ def test_a_signal_mid_training_is_one_line_and_the_rerun_gives_the_uninterrupted
     assert "resuming from" in again.stderr
     assert _outputs(out) == _outputs(reference)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "reference"]  # the checkpoint is gone
+
+
+def test_a_folder_of_the_users_with_a_key_file_in_the_checkpoints_place_is_never_removed(data, tmp_path, capsys,
+                                                                                          input_error):
+    """Only a folder carrying this project's ownership record (``common.owned``) is a checkpoint; a file named
+    key.json proves nothing (a folder holding one was removed whole)."""
+    user = tmp_path / "user"
+    (user / ".ky.checkpoint" / "sub").mkdir(parents=True)
+    (user / ".ky.checkpoint" / "key.json").write_text('{"key": "the user\'s own"}')
+    (user / ".ky.checkpoint" / "sub" / "notes.txt").write_text("the user's notes")
+    before = {str(p): p.read_bytes() if p.is_file() else None for p in sorted(user.rglob("*"))}
+    code, err = call(["--vocab-size", "512", "--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}",
+                      "--out", str(user / "ky")], capsys)
+    input_error(code, err, ".ky.checkpoint", "not one")
+    assert {str(p): p.read_bytes() if p.is_file() else None for p in sorted(user.rglob("*"))} == before
