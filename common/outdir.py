@@ -10,15 +10,20 @@ The policy (docs/contract.md says it to users):
 * Its parent must be writable. All of this is checked before any work starts (:func:`check_output_dir`).
 * The content is built in a staging folder beside OUT (:func:`staging_dir`) and swapped in at the end
   (:func:`publish_dir`), so OUT holds either the old or the new content, never a mixture or neither.
+* A symbolic link as OUT stays as it is: the content goes to the folder it points to (:func:`publish_path`).
+  A mount point cannot take the final rename and is refused before any work (:func:`check_publishable`).
+* Only what the project made is ever removed (``common.owned`` for folders that outlive a process).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from common.errors import OutputPathError
@@ -129,11 +134,26 @@ def check_publishable(out: str | os.PathLike, what: str = "--out") -> None:
     point cannot be renamed or replaced (EBUSY), and filling it file by file would leave a half-written OUT
     behind a kill. So the result goes in a folder inside it. A read-only mount is refused the same way."""
     target = publish_path(out)
-    if os.path.ismount(target):
+    if is_mount_point(target):
         raise OutputPathError(f"{what} {out}: is a mount point, which cannot be replaced by the finished folder; "
                               f"give a folder inside it, e.g. {what} {Path(out) / 'result'} (nothing was written)")
     if target != Path(out):
         _writable_parent(target, what)
+
+
+def is_mount_point(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a mount point: ``os.path.ismount``, or listed in ``/proc/self/mountinfo``, which also
+    names a bind mount of a folder of the same file system (ismount sees no change of device there, and the
+    rename onto it fails with EBUSY all the same: measured with ``mount --bind`` on this machine)."""
+    if os.path.ismount(path):
+        return True
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:  # not Linux: ismount is all there is, and publish_dir still fails in one line
+        return False
+    real = os.path.realpath(path)
+    unescape = partial(re.compile(r"\\([0-7]{3})").sub, lambda m: chr(int(m.group(1), 8)))
+    return any(len(fields) > 4 and unescape(fields[4]) == real for fields in map(str.split, lines))
 
 
 @contextmanager
@@ -172,7 +192,7 @@ def publish_dir(staged: str | os.PathLike, out: str | os.PathLike, *, command: s
     out = publish_path(given)
     write_json(staged / MARKER, {"written_by": "bangla-tokfair", "command": command})
     kept = f"the result is kept in {staged}; move it where you want it"
-    if os.path.ismount(out):
+    if is_mount_point(out):
         raise PublishError(f"{given}: is a mount point, which cannot be replaced; {kept}")
     if not (out.exists() or out.is_symlink()):
         _rename(staged, out, given, kept)

@@ -61,7 +61,8 @@ def _stage_record(stage: Path) -> dict | None:
         marker = read_json(stage / MARKER)
     except (OSError, ValueError):
         return None
-    return marker if isinstance(marker, dict) and marker.get("command") == STAGE_COMMAND else None
+    # "corpus build": publish_dir marked it finished, then could not rename it into place
+    return marker if isinstance(marker, dict) and marker.get("command") in (STAGE_COMMAND, "corpus build") else None
 
 
 def link_existing(out_dir: Path, stage: Path) -> None:

@@ -234,3 +234,45 @@ def test_a_work_dir_loses_nothing_of_the_user(where, texts, tmp_path, monkeypatc
     else:
         input_error(code, err, "--work-dir", work)
         assert after == before  # byte for byte; no OUT, no staging folder either
+
+
+def _sources(texts, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "bn.txt").write_bytes(b"".join(texts["bn"]))
+    (tmp_path / "data" / "en.txt").write_bytes(b"".join(texts["en"]))
+
+
+def test_out_a_symlink_to_an_empty_folder_is_filled_at_its_target(texts, tmp_path, capfd):
+    """The user's link stays a link (it was renamed to .LINK.old-PID, then a traceback)."""
+    _sources(texts, tmp_path)
+    target = tmp_path / "volume" / "shards"
+    target.mkdir(parents=True)
+    (tmp_path / "out").symlink_to(target)
+    assert main(_build(tmp_path)) == 0, capfd.readouterr().err
+    assert (tmp_path / "out").is_symlink() and os.readlink(tmp_path / "out") == str(target)
+    assert (target / "manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "volume"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["shards"]  # the staging folder went with the rename
+
+
+@pytest.mark.parametrize("kind", ["tmpfs", "read-only tmpfs", "bind mount"])
+def test_out_a_mount_point_is_refused_before_any_work(kind, texts, tmp_path, capfd, mount_point, input_error):
+    _sources(texts, tmp_path)
+    out = mount_point("out", read_only=kind == "read-only tmpfs", bind=kind == "bind mount")
+    before = _tree(tmp_path)
+    capfd.readouterr()
+    code = main(_build(tmp_path))
+    input_error(code, capfd.readouterr().err, str(out), "mount point")
+    assert _tree(tmp_path) == before  # no staging folder: refused before the ingest
+
+
+def test_a_rename_refused_with_ebusy_is_one_line_and_keeps_the_build(texts, tmp_path, capfd, busy_rename,
+                                                                    input_error):
+    _sources(texts, tmp_path)
+    busy_rename(tmp_path / "out")
+    capfd.readouterr()
+    code = main(_build(tmp_path))
+    input_error(code, capfd.readouterr().err, str(tmp_path / "out"), "busy", ".out.building")
+    assert not (tmp_path / "out").exists() and (tmp_path / ".out.building" / "manifest.json").is_file()
+    assert main(_build(tmp_path)) == 0  # the rerun publishes the finished build
+    assert (tmp_path / "out" / "manifest.json").is_file() and not (tmp_path / ".out.building").exists()
