@@ -142,11 +142,12 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     executor = executor or ExecutorConfig()
     checked = check_inputs(config, executor)
     check_work_dir(work_dir, out_dir)
-    claim_work(work_dir, executor.ingest_tasks)  # so that a later build can prove the kept ingest is ours
     if out_dir is not None:
         # The later build's --out: held to the same policy now, so that it is refused before the ingest.
         check_output_dir(out_dir, overwrite=True, inputs=input_paths(checked.sources))
         check_publishable(out_dir)
+    claim_work(work_dir, executor.ingest_tasks)  # so that a later build can prove the kept ingest is ours
+    if out_dir is not None:
         with staged(Path(out_dir), None) as stage:
             return prepare(config, work_url(stage, work_dir), executor, checked=checked)
     if work_dir is not None:

@@ -276,3 +276,30 @@ def test_a_rename_refused_with_ebusy_is_one_line_and_keeps_the_build(texts, tmp_
     assert not (tmp_path / "out").exists() and (tmp_path / ".out.building" / "manifest.json").is_file()
     assert main(_build(tmp_path)) == 0  # the rerun publishes the finished build
     assert (tmp_path / "out" / "manifest.json").is_file() and not (tmp_path / ".out.building").exists()
+
+
+def test_a_work_dir_an_earlier_plan_made_is_ours_and_loses_only_what_was_recorded(texts, tmp_path, capfd):
+    _sources(texts, tmp_path)
+    work = tmp_path / "work"
+    assert main(_plan(tmp_path, "--work-dir", str(work))) == 0, capfd.readouterr().err
+    assert (work / "ingest.json").is_file()
+    (work / "mine.txt").write_text("the user's, put there after the plan\n")
+    assert main(_build(tmp_path, "--work-dir", str(work))) == 0, capfd.readouterr().err  # resumes the ingest
+    assert (tmp_path / "out" / "manifest.json").is_file()
+    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]  # and the folder, which holds it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "work"]
+
+
+def test_a_work_dir_url_of_the_users_is_refused_and_kept(texts, tmp_path, capfd, input_error):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/users-bucket/thesis.tex", b"my thesis")
+    try:
+        _sources(texts, tmp_path)
+        before = _tree(tmp_path)
+        capfd.readouterr()
+        code = main(_build(tmp_path, "--work-dir", "memory://users-bucket"))
+        input_error(code, capfd.readouterr().err, "--work-dir", "memory://users-bucket", "did not make")
+        assert fs.cat("/users-bucket/thesis.tex") == b"my thesis" and _tree(tmp_path) == before
+    finally:
+        fs.rm("/users-bucket", recursive=True)
