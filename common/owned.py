@@ -56,7 +56,8 @@ class _Folder:
             import fsspec
 
             self.fs, self.path = fsspec.core.url_to_fs(self.url)
-        self.name = self.url.rsplit("/", 1)[-1] if self.remote else Path(self.url).name
+        # The real folder's name, so that "." and its full path (or a link to it) prove the same folder.
+        self.name = self.url.rsplit("/", 1)[-1] if self.remote else os.path.basename(os.path.realpath(self.url))
 
     def _p(self, name: str = "") -> str:
         return f"{self.path}/{name}" if name else self.path
@@ -157,6 +158,9 @@ def check_claimable(url: str | os.PathLike, role: str, what: str) -> None:
     folder = _Folder(url)
     if not folder.exists():
         return
+    if not folder.remote and os.path.islink(folder.url):
+        raise OutputPathError(f"{what} {url}: is a symbolic link; give the folder it points to, "
+                              f"{os.path.realpath(folder.url)} (nothing was written)")
     if not folder.is_dir():
         raise OutputPathError(f"{what} {url}: exists and is not a folder; give a new or empty folder (nothing "
                               "was written)")

@@ -86,15 +86,22 @@ def staged(out_dir: Path, record: dict | None) -> Iterator[Path]:
     for the rerun to resume."""
     stage = staging_path(out_dir)
     created = _open_stage(stage, record)
-    made = os.stat(stage)
+    made = os.lstat(stage)
     try:
         yield stage
     except InputError as e:
         # Provably ours: made by this very call (mkdir refuses a path that exists) and still the same folder. A
         # finished build whose publishing failed keeps it: it holds the result.
-        if created and not isinstance(e, PlanError | PublishError) and os.path.samestat(made, os.stat(stage)):
+        if created and not isinstance(e, PlanError | PublishError) and _same_folder(stage, made):
             shutil.rmtree(stage, ignore_errors=True)
         raise
+
+
+def _same_folder(path: Path, made: os.stat_result) -> bool:
+    try:
+        return os.path.samestat(made, os.lstat(path))
+    except OSError:  # gone already
+        return False
 
 
 def work_url(stage: Path, work_dir: str | None) -> str:

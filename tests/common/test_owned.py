@@ -95,3 +95,15 @@ def test_a_url_folder_follows_the_same_rule():
     with pytest.raises(OutputPathError, match="did not make"):
         claim(url, "corpus work", "--work-dir")
     fs.rm("/owned-test", recursive=True)
+
+
+def test_the_current_folder_is_proved_the_same_by_any_name_and_a_link_is_refused(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    mine = claim(".", "corpus work", "--work-dir")
+    assert owned(work, "corpus work") is not None and owned(".", "corpus work") == mine
+    assert remove(mine) and work.is_dir() and not any(work.iterdir())  # not made here: kept, emptied of ours
+    (tmp_path / "link").symlink_to(work)
+    with pytest.raises(OutputPathError, match="symbolic link"):
+        check_claimable(tmp_path / "link", "corpus work", "--work-dir")
