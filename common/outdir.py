@@ -10,6 +10,9 @@ The policy (docs/contract.md says it to users):
 * Its parent must be writable. All of this is checked before any work starts (:func:`check_output_dir`).
 * The content is built in a staging folder beside OUT (:func:`staging_dir`) and swapped in at the end
   (:func:`publish_dir`), so OUT holds either the old or the new content, never a mixture or neither.
+* A symbolic link as OUT stays as it is: the content goes to the folder it points to (:func:`publish_path`).
+  A mount point cannot take the final rename and is refused before any work (:func:`check_publishable`).
+* Only what the project made is ever removed (``common.owned`` for folders that outlive a process).
 
 This is the output-folder role of `common.paths`, which holds the other roles' policies (an output file's too).
 """
@@ -17,10 +20,12 @@ This is the output-folder role of `common.paths`, which holds the other roles' p
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from common.errors import OutputPathError
@@ -94,42 +99,111 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs:
     return out
 
 
+class PublishError(OutputPathError):
+    """The finished result could not be put in place at OUT (a mount the checks could not see, a folder changed
+    meanwhile); it is kept where it was built, and OUT is as it was."""
+
+
+def publish_path(out: str | os.PathLike) -> Path:
+    """Where OUT's content goes: OUT, or, when OUT is a symbolic link, the folder it points to. The link is the
+    user's: it is never renamed or replaced, and the content is staged beside its target, so that publishing is
+    still one rename on the target's file system."""
+    out = Path(out)
+    return out.resolve() if out.is_symlink() else out
+
+
+def check_publishable(out: str | os.PathLike, what: str = "--out") -> None:
+    """Refuse, before any work, an OUT that :func:`publish_dir` cannot fill: a mount point (or a link to one).
+
+    Publishing renames a finished folder into place, which keeps OUT either as it was or complete; a mount
+    point cannot be renamed or replaced (EBUSY), and filling it file by file would leave a half-written OUT
+    behind a kill. So the result goes in a folder inside it. A read-only mount is refused the same way."""
+    target = publish_path(out)
+    if is_mount_point(target):
+        raise OutputPathError(f"{what} {out}: is a mount point, which cannot be replaced by the finished folder; "
+                              f"give a folder inside it, e.g. {what} {Path(out) / 'result'} (nothing was written)")
+    if target != Path(out):
+        _writable_parent(target, what)
+
+
+def is_mount_point(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a mount point: ``os.path.ismount``, or listed in ``/proc/self/mountinfo``, which also
+    names a bind mount of a folder of the same file system (ismount sees no change of device there, and the
+    rename onto it fails with EBUSY all the same: measured with ``mount --bind`` on this machine)."""
+    if os.path.ismount(path):
+        return True
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:  # not Linux: ismount is all there is, and publish_dir still fails in one line
+        return False
+    real = os.path.realpath(path)
+    unescape = partial(re.compile(r"\\([0-7]{3})").sub, lambda m: chr(int(m.group(1), 8)))
+    return any(len(fields) > 4 and unescape(fields[4]) == real for fields in map(str.split, lines))
+
+
 @contextmanager
 def staging_dir(out: str | os.PathLike) -> Iterator[Path]:
-    """A fresh folder beside ``out`` to build its content in; removed if the block raises.
+    """A fresh folder beside ``out`` (beside its target when ``out`` is a symlink) to build its content in;
+    removed if the block raises, except when publishing failed (:class:`PublishError`: it holds the result).
 
     The folder gets the mode a plain ``mkdir`` would (``mkdtemp`` makes it 0700, which would leave a
     published report unreadable to others).
     """
-    out = Path(out)
+    out = publish_path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~umask())
     try:
         yield tmp
+    except PublishError:
+        raise
     except BaseException:
+        # Provably ours: mkdtemp made it under a name no other folder has, in this process, moments ago.
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
 def publish_dir(staged: str | os.PathLike, out: str | os.PathLike, *, command: str = "") -> Path:
-    """Mark a staged folder as ours and move it to ``out``, replacing an existing folder there only when it
-    is empty or ours (the caller checked ``--overwrite`` up front with :func:`check_output_dir`).
+    """Mark a staged folder as ours and move it to ``out`` (to its target when ``out`` is a symlink, which
+    stays as it is), replacing an existing folder there only when it is empty or ours (the caller checked
+    ``--overwrite`` up front with :func:`check_output_dir`).
 
-    The old folder is moved aside and removed only once the new one is in place, so a crash in between leaves
-    either the old or the new content under ``out``, never neither.
+    An empty folder is replaced by the one rename (POSIX renames a folder onto an empty one). A folder of ours
+    is moved aside first and removed only once the new one is in place, so a crash in between leaves either
+    the old or the new content under ``out``, never neither. A rename that fails (a mount point no check could
+    see: EBUSY) puts back what was moved and raises :class:`PublishError`: one line, nothing lost.
     """
-    staged, out = Path(staged), Path(out)
+    staged, given = Path(staged), Path(out)
+    out = publish_path(given)
     write_json(staged / MARKER, {"written_by": "bangla-tokfair", "command": command})
-    if out.exists() or out.is_symlink():
-        if not out.is_dir() or (any(out.iterdir()) and not is_ours(out)):
-            raise OutputPathError(f"{out}: is no longer empty nor a folder this project wrote; the result is "
-                                  f"left in {staged}")
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        out.rename(old)
-        staged.rename(out)
-        shutil.rmtree(old)
-    else:
-        staged.rename(out)
-    return out
+    kept = f"the result is kept in {staged}; move it where you want it"
+    if is_mount_point(out):
+        raise PublishError(f"{given}: is a mount point, which cannot be replaced; {kept}")
+    if not (out.exists() or out.is_symlink()):
+        _rename(staged, out, given, kept)
+        return given
+    if not out.is_dir() or (any(out.iterdir()) and not is_ours(out)):
+        raise PublishError(f"{given}: is no longer empty nor a folder this project wrote; {kept}")
+    if not any(out.iterdir()):
+        _rename(staged, out, given, kept)
+        return given
+    # A name no other folder has (mkdtemp), so that nothing of anyone else's is in the way or removed.
+    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+    _rename(out, old, given, kept, cleanup=old)
+    try:
+        _rename(staged, out, given, kept)
+    except PublishError:
+        old.rename(out)
+        raise
+    # Provably the folder that was at OUT: ours (checked above), renamed aside by this very call.
+    shutil.rmtree(old)
+    return given
+
+
+def _rename(src: Path, dst: Path, given: Path, kept: str, cleanup: Path | None = None) -> None:
+    try:
+        src.rename(dst)
+    except OSError as e:
+        if cleanup is not None:
+            cleanup.rmdir()  # the empty folder mkdtemp made for the rename, nothing else
+        raise PublishError(f"{given}: could not be put in place ({e.strerror}); {kept}") from None

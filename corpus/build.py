@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from common.outdir import check_output_dir, publish_dir
+from common.outdir import check_output_dir, check_publishable, publish_dir
 from corpus.check import Checked, check_inputs, check_out, check_work_dir
 from corpus.config import BuildConfig, BuildError
 from corpus.executors import ExecutorConfig
@@ -38,7 +38,16 @@ from corpus.prepare import Prepared, prepare
 from corpus.progress import BuildStatus
 from corpus.report import report_input, write_report
 from corpus.shards import MANIFEST_NAME, Manifest, ShardInfo, dtype_for_vocab
-from corpus.staging import link_existing, remove_stale_temp_files, remove_work, staged, staging_path, work_url
+from corpus.staging import (
+    WORK_STATUS,
+    claim_work,
+    link_existing,
+    remove_stale_temp_files,
+    remove_work,
+    staged,
+    staging_path,
+    work_url,
+)
 from corpus.verify import check_written
 from fertility.text import TextSource, input_paths
 
@@ -64,7 +73,8 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     out_dir = Path(out_dir)
     args = arguments(config)
     checked = check_inputs(config, executor)
-    check_work_dir(work_dir)
+    check_work_dir(work_dir, out_dir)
+    check_publishable(out_dir)
     existing, done = check_out(out_dir, checked.info, args, append=append, overwrite=overwrite,
                                inputs=input_paths(checked.sources))
     if done:
@@ -72,14 +82,14 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     with staged(out_dir, {"arguments": args, "append": append}) as stage:
         if existing is not None:
             link_existing(out_dir, stage)
-        work = work_url(stage, work_dir)
+        work, owner = work_url(stage, work_dir), claim_work(work_dir, executor.ingest_tasks)
         if (stage / MANIFEST_NAME).exists():  # finished, then stopped before it was published
             manifest, prepared = Manifest.load(stage), None
         else:
             manifest, prepared = _stages(stage, config, checked, existing, executor, work)
         (stage / PACK_PROGRESS).unlink(missing_ok=True)
         if not keep_work:
-            remove_work(work)
+            remove_work(stage, owner)
         publish_dir(stage, out_dir, command="corpus build")
     return manifest, prepared
 
@@ -88,7 +98,7 @@ def _stages(stage: Path, config: BuildConfig, checked: Checked, existing: Manife
             executor: ExecutorConfig, work: str) -> tuple[Manifest, Prepared]:
     """Stages 2 to 9 in the staging folder, each taking the previous one's result."""
     if executor.status_file is None and "://" not in work:
-        executor = replace(executor, status_file=str(Path(work) / "status.json"))
+        executor = replace(executor, status_file=str(Path(work) / WORK_STATUS))
     remove_stale_temp_files(stage)
     status = BuildStatus()
     prepared = prepare(config, work, executor, status, checked)  # 2-4: ingest, validation hold-out, plan
@@ -131,10 +141,13 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     (:func:`staging_path`), which a later build into ``out_dir`` resumes; with ``work_dir`` it is kept there."""
     executor = executor or ExecutorConfig()
     checked = check_inputs(config, executor)
-    check_work_dir(work_dir)
+    check_work_dir(work_dir, out_dir)
     if out_dir is not None:
         # The later build's --out: held to the same policy now, so that it is refused before the ingest.
         check_output_dir(out_dir, overwrite=True, inputs=input_paths(checked.sources))
+        check_publishable(out_dir)
+    claim_work(work_dir, executor.ingest_tasks)  # so that a later build can prove the kept ingest is ours
+    if out_dir is not None:
         with staged(Path(out_dir), None) as stage:
             return prepare(config, work_url(stage, work_dir), executor, checked=checked)
     if work_dir is not None:

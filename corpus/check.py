@@ -10,11 +10,13 @@ from pathlib import Path
 
 from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, is_ours
+from common.owned import check_claimable
 from corpus.config import BuildConfig, BuildError
 from corpus.executors import ExecutorConfig, check_executor
 from corpus.plan import check_budget, check_languages
 from corpus.shards import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
 from corpus.sources import check_sources, parse_source
+from corpus.staging import WORK_ROLE
 from fertility.text import TextSource
 from fertility.tokenizers import Tokenizer, load_tokenizer
 
@@ -63,15 +65,23 @@ def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
                          vocab_size=tok.vocab_size, bos_id=tok.bos_id, eos_id=tok.eos_id)
 
 
-def check_work_dir(work_dir: str | None) -> None:
-    """A local --work-dir must be a folder or a path that can become one (a URL is the filesystem's to judge)."""
-    if work_dir is None or "://" in str(work_dir):
+def check_work_dir(work_dir: str | None, out_dir: str | Path | None = None) -> None:
+    """A --work-dir (a local folder or a URL) must be new, empty or a work folder of ours (``common.owned``): the
+    build records there each name it writes and removes only those when done, so a folder of the user's (the
+    inputs', the tokenizer's, the current one) is refused rather than written into. Not OUT or inside it either:
+    OUT is replaced by the result."""
+    if work_dir is None:
         return
-    path = Path(work_dir)
-    parent = next((p for p in (path, *path.parents) if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise InputError(f"--work-dir {work_dir}: {parent} is not a folder; give a folder (or a URL) for the "
-                         "stages' files")
+    if "://" not in str(work_dir):
+        path = Path(work_dir)
+        parent = next((p for p in (path, *path.parents) if p.exists()), None)
+        if parent is not None and not parent.is_dir():
+            raise InputError(f"--work-dir {work_dir}: {parent} is not a folder; give a folder (or a URL) for the "
+                             "stages' files")
+        if out_dir is not None and (path.resolve() == Path(out_dir).resolve()
+                                    or Path(out_dir).resolve() in path.resolve().parents):
+            raise InputError(f"--work-dir {work_dir}: is --out or lies inside it; give a folder apart from --out")
+    check_claimable(work_dir, WORK_ROLE, "--work-dir")
 
 
 def _current(arguments: dict) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,56 @@ def sample_head():
         return "\n".join(gzip.decompress((SAMPLE / name).read_bytes()).decode().splitlines()[:lines]) + "\n"
 
     return head
+
+
+@pytest.fixture
+def mount_point(tmp_path):
+    """``mount_point(name, read_only=False, bind=False)``: an empty tmpfs (or a bind mount of an empty folder
+    of the same file system, which ``os.path.ismount`` does not see) mounted at ``tmp_path/name``; unmounted
+    after the test. Skipped, with the reason, where mounting is not permitted (CI runs as root)."""
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def make(name: str, *, read_only: bool = False, bind: bool = False) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("mounting needs root (CI runs as root)")
+        path = tmp_path / name
+        path.mkdir(parents=True)
+        if bind:
+            (tmp_path / f"{name}.source").mkdir()
+            argv = ["mount", "--bind", str(tmp_path / f"{name}.source"), str(path)]
+        else:
+            argv = ["mount", "-t", "tmpfs", "-o", "size=16m" + (",ro" if read_only else ""), "tmpfs", str(path)]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"{' '.join(argv[:3])} is not permitted here: {proc.stderr.strip()}")
+        mounted.append(path)
+        return path
+
+    yield make
+    for path in reversed(mounted):
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@pytest.fixture
+def busy_rename(monkeypatch):
+    """``busy_rename(path)``: the next rename onto ``path`` fails with EBUSY, as a rename onto a mount point
+    does where no check saw one (fault injection from the test, never in the code it tests); the ones after it
+    (putting back what was moved aside) go through."""
+    import errno
+
+    real = Path.rename
+
+    def make(path: Path) -> None:
+        failed = []
+
+        def rename(self, target):
+            if not failed and Path(target).absolute() == Path(path).absolute():
+                failed.append(target)
+                raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(self), None, str(target))
+            return real(self, target)
+
+        monkeypatch.setattr(Path, "rename", rename)
+
+    return make

@@ -6,8 +6,9 @@ sample match the one it would train now (training is deterministic, so the resum
 an uninterrupted run). Each step is built in a staging folder and renamed into place when complete, so a
 kill in the middle of a step leaves only a stale staging folder, which is ignored. The folder is keyed by
 every setting and input that changes the result (``key``): a checkpoint of different settings is discarded.
-A folder in its place without a key file is not a checkpoint (one is created whole, with its key) and is never
-removed: the run is refused.
+Only a folder that carries this project's ownership record for a checkpoint (``common.owned``, written when the
+folder is made, before anything else) is one; anything else in its place (a folder of the user's, even one
+holding a ``key.json``) is never removed: the run is refused.
 A run that finishes, or fails with an error (bad input, a target not met), removes it.
 """
 
@@ -15,17 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 
 from common.errors import OutputPathError
 from common.fileio import read_json, write_json
 from common.outdir import publish_dir, staging_dir
+from common.owned import make, owned, remove
 from tokenizers_train.sampling import LanguageText, PreparedText, SourceInfo
 from tokenizers_train.targeting import Round
 
 KEY_FILE = "key.json"
+ROLE = "tokenizers-train checkpoint"  # the common.owned role of the folder
 PREPARED = "prepared"
 DONE = "step.json"  # written last inside a step's folder: the step is complete
 
@@ -33,7 +35,7 @@ DONE = "step.json"  # written last inside a step's folder: the step is complete
 def _stored_key(path: Path) -> str | None:
     try:
         return read_json(path).get("key")
-    except (ValueError, AttributeError):  # a torn or foreign key file: a checkpoint of unknown settings
+    except (OSError, ValueError, AttributeError):  # absent, torn or foreign: a checkpoint of unknown settings
         return None
 
 
@@ -45,21 +47,21 @@ class Checkpoint:
         self.key = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         self.resumed = False
         if self.root.exists() or self.root.is_symlink():
-            key_path = self.root / KEY_FILE
-            if self.root.is_symlink() or not key_path.is_file():  # not one this command made: never removed
+            found = None if self.root.is_symlink() else owned(self.root, ROLE)
+            if found is None:  # not one this command made: never removed
                 raise OutputPathError(f"{self.root}: is in the place of the checkpoint folder of --out {out} and is "
                                       "not one; move it away or choose another --out (nothing was written)")
-            if _stored_key(key_path) == self.key:
+            self.owner = found
+            if _stored_key(self.root / KEY_FILE) == self.key:  # a kill before the key was written: no key, discarded
                 self.resumed = True
                 return
-            shutil.rmtree(self.root)
-        # Made whole with its key or not at all, so a folder without a key is never one of ours.
-        with staging_dir(self.root) as staged:
-            write_json(staged / KEY_FILE, {"key": self.key, "settings": key})
-            staged.rename(self.root)
+            remove(found)
+        self.owner = make(self.root, ROLE)
+        write_json(self.root / KEY_FILE, {"key": self.key, "settings": key})
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove the folder, when it still is the one this run made or resumed (it carries its token)."""
+        remove(self.owner)
 
     def step(self, name: str) -> Path | None:
         """The folder of a completed step, or None."""

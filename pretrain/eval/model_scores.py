@@ -121,7 +121,7 @@ def score_model(plan: ScorePlan, report: dict[str, Any] | None = None) -> dict[s
             if work is not None:
                 report["tasks"]["model"] = str(plan.model)  # the temporary export is gone
         finally:
-            if work is not None:
+            if work is not None:  # provably ours: mkdtemp made it in this process under a name nothing else has
                 shutil.rmtree(work, ignore_errors=True)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(plan.out, stamped(report))

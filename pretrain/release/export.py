@@ -32,7 +32,7 @@ import torch
 from common import paths
 from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, umask, write_json
-from common.outdir import check_output_dir, publish_dir, staging_dir
+from common.outdir import check_output_dir, check_publishable, publish_dir, staging_dir
 from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
 from pretrain.model.hf_llama import to_hf
 
@@ -97,6 +97,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
 
     checkpoint, out = Path(checkpoint), Path(out)
     check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
+    check_publishable(out)
     if eval_json is not None and not Path(eval_json).is_file():
         raise ExportError(f"--eval {eval_json}: no such file")
     if dtype not in DTYPES:

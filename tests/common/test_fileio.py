@@ -101,7 +101,10 @@ def test_publish_replaces_only_a_folder_of_ours_and_refuses_a_file(tmp_path):
     with pytest.raises(OutputPathError), staging_dir(user_file) as tmp:
         publish_dir(tmp, user_file)
     assert user_file.read_text() == "mine"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "out", "theirs"]
+    # A result that could not be published is kept where it was built (finished work is never lost), and said so.
+    kept = sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
+    assert [k.split(".")[1] for k in kept] == ["notes", "theirs"] and all(is_ours(tmp_path / k) for k in kept)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in kept) == ["notes.txt", "out", "theirs"]
 
 
 def test_output_folder_never_holds_the_inputs_nor_the_current_folder(tmp_path, monkeypatch):

@@ -226,3 +226,114 @@ def test_no_traceback_from_the_real_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "corpus", "inspect", str(tmp_path / "nope")], cwd=root,
                           capture_output=True, text=True, timeout=300, env=os.environ)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("where", ["a folder of the user's", "the inputs' folder", "the current folder",
+                                   "the tokenizer's folder", "a new folder", "an empty folder"])
+def test_a_work_dir_loses_nothing_of_the_user(where, texts, tmp_path, monkeypatch, capfd, input_error):
+    """A --work-dir must be new, empty or ours: a folder holding anything of the user's is refused before any work
+    (it was removed whole after every successful build); the project removes only the files it recorded there,
+    and the folder itself only when it made it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "bn.txt").write_bytes(b"".join(texts["bn"]))
+    (data / "en.txt").write_bytes(b"".join(texts["en"]))
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        (tok / name).write_bytes((Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt2" / name).read_bytes())
+    (tmp_path / "mine" / "chapters").mkdir(parents=True)
+    (tmp_path / "mine" / "thesis.tex").write_text("my thesis\n")
+    (tmp_path / "mine" / "chapters" / "1.tex").write_text("chapter one\n")
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "notes.txt").write_text("the user's notes\n")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    work = {"a folder of the user's": str(tmp_path / "mine"), "the inputs' folder": str(data), "the current folder": ".",
+            "the tokenizer's folder": str(tok), "a new folder": str(tmp_path / "new" / "work"),
+            "an empty folder": str(tmp_path / "empty")}[where]
+    argv = _build(tmp_path, "--work-dir", work)
+    argv[argv.index("gpt2")] = str(tok / "vocab.json")
+    before = _tree(tmp_path)
+    capfd.readouterr()
+    code = main(argv)
+    err = capfd.readouterr().err
+    after = _tree(tmp_path)
+    if where in ("a new folder", "an empty folder"):
+        assert code == 0, err
+        assert (tmp_path / "out" / "manifest.json").is_file()
+        made = {k: v for k, v in after.items() if k not in before and not k.startswith("out")}
+        assert made == ({"new": None} if where == "a new folder" else {}), made  # the work is gone, no more
+        assert {k: v for k, v in after.items() if k in before} == before
+    else:
+        input_error(code, err, "--work-dir", work)
+        assert after == before  # byte for byte; no OUT, no staging folder either
+
+
+def _sources(texts, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "bn.txt").write_bytes(b"".join(texts["bn"]))
+    (tmp_path / "data" / "en.txt").write_bytes(b"".join(texts["en"]))
+
+
+def test_out_a_symlink_to_an_empty_folder_is_filled_at_its_target(texts, tmp_path, capfd):
+    """The user's link stays a link (it was renamed to .LINK.old-PID, then a traceback)."""
+    _sources(texts, tmp_path)
+    target = tmp_path / "volume" / "shards"
+    target.mkdir(parents=True)
+    (tmp_path / "out").symlink_to(target)
+    assert main(_build(tmp_path)) == 0, capfd.readouterr().err
+    assert (tmp_path / "out").is_symlink() and os.readlink(tmp_path / "out") == str(target)
+    assert (target / "manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "volume"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["shards"]  # the staging folder went with the rename
+
+
+@pytest.mark.parametrize("kind", ["tmpfs", "read-only tmpfs", "bind mount"])
+def test_out_a_mount_point_is_refused_before_any_work(kind, texts, tmp_path, capfd, mount_point, input_error):
+    _sources(texts, tmp_path)
+    out = mount_point("out", read_only=kind == "read-only tmpfs", bind=kind == "bind mount")
+    before = _tree(tmp_path)
+    capfd.readouterr()
+    code = main(_build(tmp_path))
+    input_error(code, capfd.readouterr().err, str(out), "mount point")
+    assert _tree(tmp_path) == before  # no staging folder: refused before the ingest
+
+
+def test_a_rename_refused_with_ebusy_is_one_line_and_keeps_the_build(texts, tmp_path, capfd, busy_rename,
+                                                                    input_error):
+    _sources(texts, tmp_path)
+    busy_rename(tmp_path / "out")
+    capfd.readouterr()
+    code = main(_build(tmp_path))
+    input_error(code, capfd.readouterr().err, str(tmp_path / "out"), "busy", ".out.building")
+    assert not (tmp_path / "out").exists() and (tmp_path / ".out.building" / "manifest.json").is_file()
+    assert main(_build(tmp_path)) == 0  # the rerun publishes the finished build
+    assert (tmp_path / "out" / "manifest.json").is_file() and not (tmp_path / ".out.building").exists()
+
+
+def test_a_work_dir_an_earlier_plan_made_is_ours_and_loses_only_what_was_recorded(texts, tmp_path, capfd):
+    _sources(texts, tmp_path)
+    work = tmp_path / "work"
+    assert main(_plan(tmp_path, "--work-dir", str(work))) == 0, capfd.readouterr().err
+    assert (work / "ingest.json").is_file()
+    (work / "mine.txt").write_text("the user's, put there after the plan\n")
+    assert main(_build(tmp_path, "--work-dir", str(work))) == 0, capfd.readouterr().err  # resumes the ingest
+    assert (tmp_path / "out" / "manifest.json").is_file()
+    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]  # and the folder, which holds it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "work"]
+
+
+def test_a_work_dir_url_of_the_users_is_refused_and_kept(texts, tmp_path, capfd, input_error):
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/users-bucket/thesis.tex", b"my thesis")
+    try:
+        _sources(texts, tmp_path)
+        before = _tree(tmp_path)
+        capfd.readouterr()
+        code = main(_build(tmp_path, "--work-dir", "memory://users-bucket"))
+        input_error(code, capfd.readouterr().err, "--work-dir", "memory://users-bucket", "did not make")
+        assert fs.cat("/users-bucket/thesis.tex") == b"my thesis" and _tree(tmp_path) == before
+    finally:
+        fs.rm("/users-bucket", recursive=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,40 @@ def test_overwrite_never_replaces_the_output_of_another_command(data, tmp_path, 
                      capsys)
     input_error(code, err, "--out", "pretrain launch")
     assert keep.unchanged() and sorted(run.rglob("*")) == before
+
+
+def test_out_a_symlink_to_an_empty_folder_is_filled_at_its_target(data, tmp_path, capsys):
+    """The user's link is never renamed or replaced (it was renamed to .LINK.old-PID, replaced by a folder, and
+    the command ended in a traceback)."""
+    target = tmp_path / "volume" / "report"
+    target.mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    code, err = call(["--tokenizer", "gpt2", "--text", f"bn={data / 'bn.txt'}", "--out", str(link)], capsys)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target) and (target / "report.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "link", "volume"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_out_a_mount_point_is_refused_before_any_work(read_only, data, tmp_path, capsys, monkeypatch, mount_point,
+                                                      input_error):
+    import fertility.analysis
+
+    out = mount_point("volume", read_only=read_only)
+    monkeypatch.setattr(fertility.analysis, "prepare_batch",
+                        lambda *a: pytest.fail("the analysis started before --out was checked"))
+    code, err = call(["--tokenizer", "gpt2", "--text", f"bn={data / 'bn.txt'}", "--out", str(out)], capsys)
+    input_error(code, err, str(out), "mount point")
+    assert not any(out.iterdir())
+
+
+def test_a_rename_refused_with_ebusy_is_one_line_and_keeps_the_report(data, tmp_path, capsys, busy_rename,
+                                                                     input_error):
+    out = tmp_path / "out"
+    busy_rename(out)
+    code, err = call(["--tokenizer", "gpt2", "--text", f"bn={data / 'bn.txt'}", "--out", str(out)], capsys)
+    input_error(code, err, str(out), "busy", "kept in")
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+    assert not out.exists() and len(kept) == 1 and (kept[0] / "report.json").is_file()

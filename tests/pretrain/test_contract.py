@@ -229,3 +229,30 @@ def test_bad_input_is_one_line_and_exit_2_and_touches_nothing(case, env, capsys,
 def test_there_are_cases_for_every_command():
     assert {name.split()[0] for name in CASES} == {"launch", "eval", "bench", "export"}
     assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_export_out_a_mount_point_is_refused_before_any_work(read_only, env, capsys, mount_point, input_error):
+    """Refused before the checkpoint is even read (this one is corrupt: its error would come first otherwise)."""
+    out = mount_point("volume", read_only=read_only)
+    code, err = run_main(["export", "--checkpoint", str(env.checkpoint()), "--out", str(out)], capsys)
+    input_error(code, err, str(out), "mount point")
+    assert not any(out.iterdir())
+
+
+@pytest.mark.slow
+def test_export_out_a_symlink_to_an_empty_folder_is_filled_at_its_target(tiny_run, tmp_path, capsys):
+    """The user's link stays a link (it was renamed to .LINK.old-PID, then a traceback)."""
+    import os
+
+    from pretrain.train.checkpoint import latest_checkpoint
+
+    target = tmp_path / "volume" / "hf"
+    target.mkdir(parents=True)
+    (tmp_path / "hf").symlink_to(target)
+    code, err = run_main(["export", "--checkpoint", str(latest_checkpoint(tiny_run)), "--out", str(tmp_path / "hf")],
+                         capsys)
+    assert code == 0, err
+    assert (tmp_path / "hf").is_symlink() and os.readlink(tmp_path / "hf") == str(target)
+    assert (target / "config.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["hf", "volume"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["hf"]

@@ -205,3 +205,45 @@ def test_a_signal_mid_training_is_one_line_and_the_rerun_gives_the_uninterrupted
     assert "resuming from" in again.stderr
     assert _outputs(out) == _outputs(reference)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out", "reference"]  # the checkpoint is gone
+
+
+def test_a_folder_of_the_users_with_a_key_file_in_the_checkpoints_place_is_never_removed(data, tmp_path, capsys,
+                                                                                          input_error):
+    """Only a folder carrying this project's ownership record (``common.owned``) is a checkpoint; a file named
+    key.json proves nothing (a folder holding one was removed whole)."""
+    user = tmp_path / "user"
+    (user / ".ky.checkpoint" / "sub").mkdir(parents=True)
+    (user / ".ky.checkpoint" / "key.json").write_text('{"key": "the user\'s own"}')
+    (user / ".ky.checkpoint" / "sub" / "notes.txt").write_text("the user's notes")
+    before = {str(p): p.read_bytes() if p.is_file() else None for p in sorted(user.rglob("*"))}
+    code, err = call(["--vocab-size", "512", "--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}",
+                      "--out", str(user / "ky")], capsys)
+    input_error(code, err, ".ky.checkpoint", "not one")
+    assert {str(p): p.read_bytes() if p.is_file() else None for p in sorted(user.rglob("*"))} == before
+
+
+def test_out_a_symlink_to_an_empty_folder_is_filled_at_its_target(data, tmp_path, capsys):
+    """The user's link stays a link (it was renamed to .LINK.old-PID, then a traceback)."""
+    target = tmp_path / "volume" / "tok"
+    target.mkdir(parents=True)
+    link = tmp_path / "tok"
+    link.symlink_to(target)
+    code, err = call(["--vocab-size", "1024", "--max-rounds", "1", "--text", f"bn={data / 'bn.txt'}",
+                      "--text", f"en={data / 'en.txt'}", "--out", str(link)], capsys)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(target) and (target / "tokenizer.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "tok", "volume"]  # no checkpoint left either
+    assert sorted(p.name for p in target.parent.iterdir()) == ["tok"]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_out_a_mount_point_is_refused_before_any_work(read_only, data, tmp_path, capsys, monkeypatch, mount_point,
+                                                      input_error):
+    from tokenizers_train import sampling
+
+    out = mount_point("volume", read_only=read_only)
+    monkeypatch.setattr(sampling, "prepare_text", lambda *a, **k: pytest.fail("work started before --out was checked"))
+    code, err = call(["--vocab-size", "512", "--text", f"bn={data / 'bn.txt'}", "--text", f"en={data / 'en.txt'}",
+                      "--out", str(out)], capsys)
+    input_error(code, err, str(out), "mount point")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "volume"] and not any(out.iterdir())
