@@ -185,6 +185,10 @@ def _cmd_plan(a: argparse.Namespace) -> int:
 
 def _cmd_inspect(a: argparse.Namespace) -> int:
     manifest = Manifest.load(a.dir)
+    train_documents = sum(s.documents for s in manifest.split("train"))
+    if a.check_text > train_documents:  # a draw of each document at most once would need no more
+        raise InputError(f"--check-text {a.check_text:g}: {Path(a.dir) / 'manifest.json'} lists {train_documents:,} "
+                         f"training documents; give at most that many")
     print(format_summary(a.dir, manifest))
     result = verify_shards(a.dir, manifest, hashes=not a.no_hashes, progress=not a.no_progress)
     for problem in result.problems:
