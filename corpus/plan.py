@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field
 from common.cli import parse_lang_numbers
 from common.errors import InputError
 
-
 # How far a language's share of the training tokens written may miss its planned share (absolute, as a
 # fraction of the training tokens) before the build warns (``--strict-mix``: refuses) and ``corpus inspect
 # --recount`` fails. Documents stay whole, so a small build misses by up to about half a document per source:
