@@ -8,15 +8,18 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from corpus.build import BuildConfig, build
 from corpus.cli import main
 from corpus.executors import ExecutorConfig
 from corpus.ingest import IngestConfig
+from corpus.keys import KEYS_NAME, load_keys
 from corpus.plan import SHARE_TOLERANCE
 from corpus.shards import Manifest, read_shard
 from corpus.verify import documents
+from fertility.tokenizers import load_tokenizer
 
 QUIET = ExecutorConfig(workers=1, progress=False)
 
@@ -49,6 +52,15 @@ def test_an_append_keeps_validation_out_of_training_both_ways(sample_dir, tmp_pa
     out = tmp_path / "shards"
     first, _ = build(_config(_sources(sample_dir), 60_000), out, executor=QUIET)
     old = {s.file for s in first.shards}
+    # A set written before the keys were kept has none beside its manifest: they are computed again from its
+    # decoded documents, and they are the same keys.
+    kept = load_keys(out, first, load_tokenizer("gpt2"))
+    (out / KEYS_NAME).rename(tmp_path / KEYS_NAME)
+    recomputed = np.unique(load_keys(out, first, load_tokenizer("gpt2")), axis=0)
+    (tmp_path / KEYS_NAME).rename(out / KEYS_NAME)
+    every = {doc for split in ("train", "val") for docs in _token_docs(out, first, split, old).values() for doc in docs}
+    assert len(kept) == len(every)  # one key per document of the set (exact dedup left one of each key)
+    assert np.array_equal(kept, recomputed)
     appended, prepared = build(_config(_sources(sample_dir), 90_000), out, append=True, executor=QUIET)
     new = {s.file for s in appended.shards} - old
     assert new and prepared is not None
