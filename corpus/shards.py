@@ -173,6 +173,10 @@ def _record(cls: type, value: Any, path: Path, where: str) -> dict[str, Any]:
             continue
         if types and (not isinstance(got, types) or isinstance(got, bool)):
             raise ShardError(f"{path}: field '{prefix}{name}' is {_json_kind(got)}, expected {f.type}")
+        if f.type == "dict[str, int]":  # tokens per language: summed and compared by every reader
+            bad = next((k for k, v in got.items() if not isinstance(v, int) or isinstance(v, bool)), None)
+            if bad is not None:
+                raise ShardError(f"{path}: field '{prefix}{name}.{bad}' is {_json_kind(got[bad])}, expected int")
     return dict(value)
 
 

@@ -131,6 +131,10 @@ CASES = {
     "inspect-manifest-shard-of-wrong-type": Case(lambda r: ["inspect", str(r / "shards")],
                                                  ("manifest.json", "shards[0].tokens", "expected int"),
                                                  _manifest(json.dumps(_MANIFEST | {"shards": [_SHARD | {"tokens": "9"}]}))),
+    "inspect-manifest-count-of-wrong-type": Case(lambda r: ["inspect", str(r / "shards")],
+                                                 ("manifest.json", "shards[0].tokens_by_language.bn", "expected int"),
+                                                 _manifest(json.dumps(_MANIFEST | {"shards": [
+                                                     _SHARD | {"tokens_by_language": {"bn": "9"}}]}))),
     "inspect-manifest-without-a-field": Case(lambda r: ["inspect", str(r / "shards")],
                                              ("manifest.json", "tokenizer.bos_id", "required"),
                                              _manifest(json.dumps(_MANIFEST | {"tokenizer": {
