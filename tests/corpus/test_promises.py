@@ -45,6 +45,7 @@ def _token_docs(out: Path, manifest: Manifest, split: str, files: set[str]) -> d
     return found
 
 
+@pytest.mark.slow
 def test_an_append_keeps_validation_out_of_training_both_ways(sample_dir, tmp_path):
     """The second build reads the first one's documents again (a longer head of the same sources): before the
     fix its hold-out drew afresh, and exact token matches found old validation inside new training and new
