@@ -3,13 +3,17 @@
 1. check (``corpus.check``): every check that needs no ingest, and what OUT holds -> :class:`~corpus.check.Checked`
 2. ingest (``corpus.ingest``, datatrove pipelines): read, canonical form and cleaning, the quality filters
    (``corpus.filters``), tokenize, MinHash; then exact and near dedup -> :class:`~corpus.ingest.DocTable`
+   (after --append, less every document the shard set already holds: ``corpus.keys``)
 3. validation hold-out per language (``corpus.layout``) -> rows per language
-4. plan the training mixture in tokens (``corpus.plan``) -> :class:`~corpus.plan.Plan`
+4. plan the training mixture in tokens (``corpus.plan``) -> :class:`~corpus.plan.Plan`, select and shuffle
+   the training documents, and say where a language's validation set or share falls short (``--strict-mix``
+   refuses then)
    (2-4 are :func:`corpus.prepare.prepare` -> :class:`~corpus.prepare.Prepared`, what ``corpus plan`` shows)
-5. select, shuffle and pack into shards (``corpus.layout``) -> :class:`~corpus.layout.Layout`
+5. pack into shards (``corpus.layout``) -> :class:`~corpus.layout.Layout`
 6. write the shards (``corpus.pack``) -> their :class:`~corpus.shards.ShardInfo` records
 7. verify what was written (``corpus.verify``)
-8. report (``corpus.report``: ``report.json``, ``report.md``, ``shares.png``)
+8. the set's document keys (``corpus.keys``: what a later --append compares with) and the report
+   (``corpus.report``: ``report.json``, ``report.md``, ``shares.png``)
 9. manifest (``corpus.shards``), last: it marks the build finished; then OUT is published in one rename.
 
 Everything after the ingest is a deterministic function of the kept documents (in canonical order) and the
@@ -27,13 +31,17 @@ import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
+
 from common.outdir import check_output_dir, check_publishable, publish_dir
 from corpus.check import Checked, check_inputs, check_out, check_work_dir
 from corpus.config import BuildConfig, BuildError
 from corpus.executors import ExecutorConfig
 from corpus.faults import kill_or_pause_if_asked
+from corpus.keys import load_keys, save_keys
 from corpus.layout import lay_out
 from corpus.pack import PACK_PROGRESS, write_layout
+from corpus.plan import PlanError
 from corpus.prepare import Prepared, prepare
 from corpus.progress import BuildStatus
 from corpus.report import report_input, write_report
@@ -61,13 +69,15 @@ def arguments(config: BuildConfig) -> dict:
 
 def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, overwrite: bool = False,
           executor: ExecutorConfig | None = None, work_dir: str | None = None,
-          keep_work: bool = False) -> tuple[Manifest, Prepared | None]:
+          keep_work: bool = False, strict_mix: bool = False) -> tuple[Manifest, Prepared | None]:
     """Build the shard set ``out_dir``; returns its manifest and what was prepared.
 
     Every check that needs no ingest comes first (stage 1). The work happens in :func:`staging_path` (the
     stages' files in its ``.work``, or in ``work_dir``, any fsspec URL), which a rerun of the same command
     resumes; the finished shard set replaces ``out_dir`` in one rename. A rerun of a finished build returns the
-    manifest and ``None`` and does nothing.
+    manifest and ``None`` and does nothing. With ``strict_mix`` a language without validation documents, or
+    whose training share misses the plan (``corpus.plan.SHARE_TOLERANCE``), stops the build before any shard
+    is written (:class:`~corpus.plan.PlanError`; the ingest is kept for the rerun).
     """
     executor = executor or ExecutorConfig()
     out_dir = Path(out_dir)
@@ -79,6 +89,9 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
                                inputs=input_paths(checked.sources))
     if done:
         return existing, None
+    # The documents of the set an --append adds to, from OUT itself: the staging folder's copy of the keys is
+    # replaced by the new set's before the manifest is written, so a rerun after a kill would read those.
+    known = load_keys(out_dir, existing, checked.tokenizer) if existing else np.zeros((0, 16), dtype=np.uint8)
     with staged(out_dir, {"arguments": args, "append": append}) as stage:
         if existing is not None:
             link_existing(out_dir, stage)
@@ -86,7 +99,7 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
         if (stage / MANIFEST_NAME).exists():  # finished, then stopped before it was published
             manifest, prepared = Manifest.load(stage), None
         else:
-            manifest, prepared = _stages(stage, config, checked, existing, executor, work)
+            manifest, prepared = _stages(stage, config, checked, existing, known, executor, work, strict_mix)
         (stage / PACK_PROGRESS).unlink(missing_ok=True)
         if not keep_work:
             remove_work(stage, owner)
@@ -94,26 +107,36 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     return manifest, prepared
 
 
-def _stages(stage: Path, config: BuildConfig, checked: Checked, existing: Manifest | None,
-            executor: ExecutorConfig, work: str) -> tuple[Manifest, Prepared]:
+def _stages(stage: Path, config: BuildConfig, checked: Checked, existing: Manifest | None, known: np.ndarray,
+            executor: ExecutorConfig, work: str, strict_mix: bool) -> tuple[Manifest, Prepared]:
     """Stages 2 to 9 in the staging folder, each taking the previous one's result."""
     if executor.status_file is None and "://" not in work:
         executor = replace(executor, status_file=str(Path(work) / WORK_STATUS))
     remove_stale_temp_files(stage)
     status = BuildStatus()
-    prepared = prepare(config, work, executor, status, checked)  # 2-4: ingest, validation hold-out, plan
-    layout = lay_out(prepared.table, prepared.val, prepared.plan, config, existing.shards if existing else [])
+    prepared = prepare(config, work, executor, status, checked, known)  # 2-4: ingest, hold-out, plan, selection
+    check_strict(prepared, strict_mix)
+    layout = lay_out(prepared.table, prepared.val, prepared.train_rows, config.shard_tokens,
+                     existing.shards if existing else [])
     dtype = dtype_for_vocab(checked.info.vocab_size)
     languages = [s.language for s in prepared.states]
     new_shards = write_layout(layout, prepared.table, languages, stage, work, checked.info, dtype, executor, status)
     check_written(stage, new_shards, dtype)
     manifest = _manifest(config, prepared, dtype, new_shards, existing)
+    written = np.unique(np.concatenate([layout.train_rows, *prepared.val.values()]))
+    save_keys(stage, np.concatenate([known, prepared.table.keys[written]]))
     # The report first, the manifest last: manifest.json is what marks the build finished (a rerun then only
     # publishes it), so everything it promises, the report and shares.png included, must already be on disk.
     write_report(stage, report_input(prepared, layout, new_shards, len(manifest.shards)))
     manifest.save(stage)
     kill_or_pause_if_asked("manifest", 0)
     return manifest, prepared
+
+
+def check_strict(prepared: Prepared, strict_mix: bool) -> None:
+    """Under ``--strict-mix``, refuse a selection that breaks the promise per language (one line)."""
+    if strict_mix and prepared.shortfalls:
+        raise PlanError("--strict-mix: " + "; ".join(prepared.shortfalls))
 
 
 def _manifest(config: BuildConfig, prepared: Prepared, dtype: str, new_shards: list[ShardInfo],
@@ -136,9 +159,10 @@ def _source_record(source: TextSource, state) -> dict:
 
 
 def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: ExecutorConfig | None = None,
-              work_dir: str | None = None) -> Prepared:
+              work_dir: str | None = None, strict_mix: bool = False) -> Prepared:
     """Stages 1 to 4 without writing shards. With ``out_dir`` the ingest is kept in its staging folder
-    (:func:`staging_path`), which a later build into ``out_dir`` resumes; with ``work_dir`` it is kept there."""
+    (:func:`staging_path`), which a later build into ``out_dir`` resumes; with ``work_dir`` it is kept there.
+    ``strict_mix`` refuses the plan as :func:`build` would."""
     executor = executor or ExecutorConfig()
     checked = check_inputs(config, executor)
     check_work_dir(work_dir, out_dir)
@@ -149,8 +173,11 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     claim_work(work_dir, executor.ingest_tasks)  # so that a later build can prove the kept ingest is ours
     if out_dir is not None:
         with staged(Path(out_dir), None) as stage:
-            return prepare(config, work_url(stage, work_dir), executor, checked=checked)
-    if work_dir is not None:
-        return prepare(config, str(work_dir).rstrip("/"), executor, checked=checked)
-    with tempfile.TemporaryDirectory(prefix="corpus-plan-") as tmp:
-        return prepare(config, tmp, executor, checked=checked)
+            prepared = prepare(config, work_url(stage, work_dir), executor, checked=checked)
+    elif work_dir is not None:
+        prepared = prepare(config, str(work_dir).rstrip("/"), executor, checked=checked)
+    else:
+        with tempfile.TemporaryDirectory(prefix="corpus-plan-") as tmp:
+            prepared = prepare(config, tmp, executor, checked=checked)
+    check_strict(prepared, strict_mix)
+    return prepared

@@ -16,7 +16,7 @@ from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig
 from corpus.filters import CleanConfig, options
 from corpus.ingest import IngestConfig
 from corpus.measure import corpus_tables
-from corpus.plan import format_plan, parse_mix
+from corpus.plan import SHARE_TOLERANCE, format_plan, parse_mix, planned_language_tokens, share_misses
 from corpus.shards import Manifest, ShardError
 from corpus.sources import parse_source
 from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
@@ -72,6 +72,9 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--val-tokens", type=clihelp.non_negative_int, default=100_000, help="validation tokens per language (default 1e5)")
     p.add_argument("--val-max-share", type=clihelp.share, default=0.1,
                    help="never hold out more than this share of a language (default 0.1)")
+    p.add_argument("--strict-mix", action="store_true",
+                   help="refuse (exit 2, before writing shards) when a language gets no validation documents or "
+                        f"its training share misses the plan by more than {SHARE_TOLERANCE:g}; without it, a warning")
     p.add_argument("--shard-tokens", type=clihelp.positive_int, default=100_000_000, help="tokens per shard at most (default 1e8)")
     p.add_argument("--compare-tokenizer", action="append", default=[], metavar="SPEC", type=paths.name_or_path,
                    help="also count tokens with this tokenizer in the report (e.g. gpt2); repeat")
@@ -157,7 +160,7 @@ def _config(a: argparse.Namespace) -> BuildConfig:
 def _cmd_build(a: argparse.Namespace) -> int:
     config = _config(a)
     manifest, prepared = build(config, a.out, append=a.append, overwrite=a.overwrite, executor=_executor(a),
-                               work_dir=a.work_dir, keep_work=a.keep_work)
+                               work_dir=a.work_dir, keep_work=a.keep_work, strict_mix=a.strict_mix)
     if prepared is None:
         print(f"{a.out}: already built with these arguments; nothing to do")
     else:
@@ -172,7 +175,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
 
 def _cmd_plan(a: argparse.Namespace) -> int:
     config = _config(a)
-    prepared = plan_only(config, a.out, executor=_executor(a), work_dir=a.work_dir)
+    prepared = plan_only(config, a.out, executor=_executor(a), work_dir=a.work_dir, strict_mix=a.strict_mix)
     print(corpus_tables(prepared))
     print()
     print(format_plan(prepared.plan))
@@ -183,6 +186,10 @@ def _cmd_plan(a: argparse.Namespace) -> int:
 
 def _cmd_inspect(a: argparse.Namespace) -> int:
     manifest = Manifest.load(a.dir)
+    train_documents = sum(s.documents for s in manifest.split("train"))
+    if a.check_text > train_documents:  # a draw of each document at most once would need no more
+        raise InputError(f"--check-text {a.check_text:g}: {Path(a.dir) / 'manifest.json'} lists {train_documents:,} "
+                         f"training documents; give at most that many")
     print(format_summary(a.dir, manifest))
     result = verify_shards(a.dir, manifest, hashes=not a.no_hashes, progress=not a.no_progress)
     for problem in result.problems:
@@ -213,7 +220,9 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
         for s in train:
             for lang, n in s.tokens_by_language.items():
                 claimed[lang] = claimed.get(lang, 0) + n
-        target = manifest.plan.get("shares", {})
+        planned = planned_language_tokens(manifest.plan)  # an --append's earlier plans included
+        total_planned = sum(planned.values())
+        target = {lang: n / total_planned for lang, n in planned.items()} if total_planned else {}
         print("recount from decoded shard text (train):")
         for lang, n in counts.items():
             line = f"  {lang}: {n:,} tokens = {n / total:.4f}; manifest {claimed.get(lang, 0):,}"
@@ -223,6 +232,13 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
         ok = ok and counts == claimed
         if counts != claimed:
             print("FAIL recounted per-language tokens differ from the manifest's")
+        broken = share_misses(counts, target)
+        if manifest.arguments.get("val_tokens"):
+            broken += [f"{lang}: no validation shard, though --val-tokens is {manifest.arguments['val_tokens']:,}"
+                       for lang in claimed if not manifest.split("val", language=lang)]
+        for line in broken:
+            print(f"FAIL {line}")
+        ok = ok and not broken
     return 0 if ok else 1
 
 

@@ -77,6 +77,7 @@ class Ingested:
     chars: np.ndarray
     bytes: np.ndarray
     compare: np.ndarray  # (documents, comparison tokenizers)
+    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys (corpus.clean.Words.key)
 
 
 @dataclass
@@ -91,13 +92,18 @@ class DocTable:
     chars: np.ndarray
     bytes: np.ndarray
     compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
+    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys
     files: list[str]  # token files, relative to the work folder
 
     @classmethod
     def of(cls, got: Ingested) -> DocTable:
         """The ingest's kept documents as rows of shards: each document's tokens count its BOS."""
         return cls(source=got.source, file=got.file, uid=got.uid, start=got.start, tokens=got.tokens + 1,
-                   chars=got.chars, bytes=got.bytes, compare=got.compare, files=got.token_files)
+                   chars=got.chars, bytes=got.bytes, compare=got.compare, keys=got.keys, files=got.token_files)
+
+    def where(self, mask: np.ndarray) -> DocTable:
+        """The rows where ``mask`` is true, in the same order."""
+        return DocTable(**{k: v if k == "files" else v[mask] for k, v in vars(self).items()})
 
 
 def source_name(source: TextSource) -> str:
@@ -217,5 +223,5 @@ def _reduce(sources: list[TextSource], config: IngestConfig, stage_url: str, tas
     states = [SourceIngest(source_name(s), s.lang, {k: v for k, v in sorted(c.items()) if v or k == "bad_utf8"})
               for s, c in zip(sources, counters, strict=True)]
     return Ingested(states=states, token_files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)],
-                    file=file[kept], start=start[kept], compare=compare[kept],
+                    file=file[kept], start=start[kept], compare=compare[kept], keys=keys[kept],
                     **{k: v[kept] for k, v in cat.items()})

@@ -11,7 +11,7 @@ import numpy as np
 
 from corpus.config import BuildConfig
 from corpus.ingest import DocTable, SourceIngest
-from corpus.plan import Plan, SourceSupply
+from corpus.plan import Plan, SourceSupply, share_misses
 from corpus.shards import ShardInfo
 
 
@@ -23,13 +23,20 @@ def _lang_key(language: str) -> int:
     return zlib.crc32(language.encode())
 
 
+def _language_rows(table: DocTable, states: list[SourceIngest], language: str) -> np.ndarray:
+    return np.flatnonzero(np.isin(table.source, [i for i, s in enumerate(states) if s.language == language]))
+
+
+def _val_budget(config: BuildConfig, tokens: int) -> int:
+    return min(config.val_tokens, int(config.val_max_share * tokens))
+
+
 def hold_out_validation(table: DocTable, states: list[SourceIngest], config: BuildConfig) -> dict[str, np.ndarray]:
     """Per language, the documents held out for validation: a seeded random draw of whole documents."""
     val: dict[str, np.ndarray] = {}
     for language in sorted({s.language for s in states}):
-        sources = [i for i, s in enumerate(states) if s.language == language]
-        docs = np.flatnonzero(np.isin(table.source, sources))
-        budget = min(config.val_tokens, int(config.val_max_share * table.tokens[docs].sum()))
+        docs = _language_rows(table, states, language)
+        budget = _val_budget(config, int(table.tokens[docs].sum()))
         order = docs[rng(config.seed, 1, _lang_key(language)).permutation(len(docs))]
         # Documents in random order, each taken if it still fits: one long document cannot empty the split.
         taken, total = [], 0
@@ -120,6 +127,27 @@ def shard_jobs(train_rows: np.ndarray, val: dict[str, np.ndarray], table: DocTab
     return jobs
 
 
+def shortfalls(table: DocTable, states: list[SourceIngest], val: dict[str, np.ndarray], plan: Plan,
+               train_rows: np.ndarray, config: BuildConfig) -> list[str]:
+    """Where the selection breaks the promise per language, one line each: a language with documents but no
+    validation document (each is longer than its hold-out budget), and a language whose share of the selected
+    training tokens misses the plan's by more than ``corpus.plan.SHARE_TOLERANCE``."""
+    lines = []
+    for language, rows in val.items():
+        docs = _language_rows(table, states, language)
+        if config.val_tokens and docs.size and not rows.size:
+            tokens = int(table.tokens[docs].sum())
+            lines.append(f"{language}: no validation documents: none of its {docs.size:,} documents (shortest "
+                         f"{int(table.tokens[docs].min()):,} tokens) fits its hold-out of "
+                         f"{_val_budget(config, tokens):,} tokens (--val-tokens {config.val_tokens:,}, at most "
+                         f"--val-max-share {config.val_max_share:g} of its {tokens:,} tokens)")
+    by_source = np.bincount(table.source[train_rows], weights=table.tokens[train_rows], minlength=len(states))
+    selected: dict[str, int] = {}
+    for state, n in zip(states, by_source.tolist(), strict=True):
+        selected[state.language] = selected.get(state.language, 0) + int(n)
+    return lines + share_misses(selected, plan.shares)
+
+
 @dataclass
 class Layout:
     """The shards to write: the training rows in shard order (documents repeated as planned) and every shard's job."""
@@ -128,9 +156,8 @@ class Layout:
     jobs: list[ShardJob]
 
 
-def lay_out(table: DocTable, val: dict[str, np.ndarray], plan: Plan, config: BuildConfig,
+def lay_out(table: DocTable, val: dict[str, np.ndarray], train_rows: np.ndarray, shard_tokens: int,
             existing: list[ShardInfo]) -> Layout:
-    """Select and shuffle the training documents per ``plan``, and pack them and the validation documents into
-    shards numbered after ``existing`` ones (an --append)."""
-    train_rows = select_training(table, plan, train_mask(table, val), config.seed)
-    return Layout(train_rows, shard_jobs(train_rows, val, table, config.shard_tokens, existing))
+    """Pack the training rows (:func:`select_training`) and the validation documents into shards numbered
+    after ``existing`` ones (an --append)."""
+    return Layout(train_rows, shard_jobs(train_rows, val, table, shard_tokens, existing))

@@ -83,6 +83,9 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
 
     ``on_shard(shards done, documents done)`` is called after each shard (the build's status file).
     """
+    # A token file is cached by its path: a second build in this process (an --append, a test) remade the files
+    # at the same paths, and its shards took tokens from the first build's maps ("could not broadcast").
+    _token_file.cache_clear()
     progress_path = out_dir / PACK_PROGRESS
     layout = _layout_hash(jobs, table)
     done: dict[str, str] = {}

@@ -1,7 +1,9 @@
 """Stages 2 to 4 of a build, what ``corpus plan`` shows and ``corpus build`` packs: ingest the sources (read,
-clean, filter, tokenize, deduplicate: ``corpus.ingest``), hold out validation documents (``corpus.layout``), plan
-the training mixture in tokens (``corpus.plan``). The result depends on the documents and the seed only (never
-on the executor or the number of tasks): the document table is in canonical document order.
+clean, filter, tokenize, deduplicate: ``corpus.ingest``; after --append, without the documents the shard set
+holds: ``corpus.keys``), hold out validation documents (``corpus.layout``), plan the training mixture in tokens
+(``corpus.plan``) and select the training documents, saying where a language's validation set or share falls
+short. The result depends on the documents and the seed only (never on the executor or the number of tasks):
+the document table is in canonical document order.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from corpus.check import Checked, check_inputs
 from corpus.config import BuildConfig
 from corpus.executors import ExecutorConfig, executor_session, quiet_logger
 from corpus.ingest import DocTable, SourceIngest, ingest
-from corpus.layout import hold_out_validation, training_supply
+from corpus.keys import drop_known
+from corpus.layout import hold_out_validation, select_training, shortfalls, train_mask, training_supply
 from corpus.plan import Plan, plan_mixture
 from corpus.progress import BuildStatus
 from corpus.shards import TokenizerInfo
@@ -23,29 +26,38 @@ from fertility.text import TextSource
 
 @dataclass
 class Prepared:
-    """What ``corpus plan`` shows and ``corpus build`` writes: the ingest, the hold-out and the plan."""
+    """What ``corpus plan`` shows and ``corpus build`` writes: the ingest, the hold-out, the plan and the
+    training selection; ``shortfalls`` (also among the plan's warnings) are what ``--strict-mix`` refuses."""
 
     sources: list[TextSource]
     states: list[SourceIngest]
     table: DocTable
     val: dict[str, np.ndarray]
     plan: Plan
+    train_rows: np.ndarray  # corpus.layout.select_training
+    shortfalls: list[str]
     tokenizer: TokenizerInfo
     tokenizer_name: str
     compare_names: list[str]
 
 
 def prepare(config: BuildConfig, work_url: str, executor: ExecutorConfig, status: BuildStatus | None = None,
-            checked: Checked | None = None) -> Prepared:
-    """Ingest the sources (resuming), hold out validation documents and plan the training mixture.
+            checked: Checked | None = None, known: np.ndarray | None = None) -> Prepared:
+    """Ingest the sources (resuming), drop the documents whose exact-dedup key is in ``known`` (those of the
+    shard set an --append adds to), hold out validation documents, plan the training mixture and select it.
     ``checked`` is :func:`corpus.check.check_inputs`'s result where the caller already has it."""
     checked = checked or check_inputs(config, executor)
     quiet_logger()
     with executor_session(executor):
         got = ingest(checked.sources, config.ingest, work_url, checked.tokenizer.fingerprint, executor, status)
     table = DocTable.of(got)
+    if known is not None:
+        table = drop_known(table, got.states, known)
     val = hold_out_validation(table, got.states, config)
     plan = plan_mixture(training_supply(table, got.states, val), config.tokens, mix=config.mix,
                         temperature=config.temperature, max_epochs=config.max_epochs)
-    return Prepared(checked.sources, got.states, table, val, plan, checked.info, checked.tokenizer.name,
-                    list(config.ingest.compare_tokenizers))
+    train_rows = select_training(table, plan, train_mask(table, val), config.seed)
+    short = shortfalls(table, got.states, val, plan, train_rows, config)
+    plan.warnings.extend(short)
+    return Prepared(checked.sources, got.states, table, val, plan, train_rows, short, checked.info,
+                    checked.tokenizer.name, list(config.ingest.compare_tokenizers))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,48 @@ class ShardInfo:
     sha256: str = ""
 
 
+_JSON_TYPES = {"str": str, "int": int, "dict": dict, "list": list}
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _record(cls: type, value: Any, path: Path, where: str) -> dict[str, Any]:
+    """``value`` (the manifest's field ``where``; "" for the whole file) checked against the fields of dataclass
+    ``cls``: an object with every required field, no unknown one, each of a simple type (str, int, dict, list,
+    optionally null) of that type. A mismatch is a :class:`ShardError` naming the file, the field and what was
+    expected (``[]`` was "'str' object cannot be interpreted as an integer")."""
+    if not isinstance(value, dict):
+        what = f"field {where!r}" if where else "the manifest"
+        raise ShardError(f"{path}: {what} is {_json_kind(value)}, expected a JSON object with the fields "
+                         f"{', '.join(f.name for f in fields(cls))}, as `corpus build` writes it")
+    prefix = f"{where}." if where else ""
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ShardError(f"{path}: unknown field(s) {', '.join(prefix + u for u in unknown)}; expected only "
+                         f"{', '.join(prefix + k for k in known)}")
+    for name, f in known.items():
+        if name not in value:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise ShardError(f"{path}: no field '{prefix}{name}' ({f.type}), which is required")
+            continue
+        kinds = [k.strip().split("[")[0] for k in str(f.type).split("|")]
+        types = tuple(_JSON_TYPES[k] for k in kinds if k in _JSON_TYPES)
+        got = value[name]
+        if got is None and "None" in kinds:
+            continue
+        if types and (not isinstance(got, types) or isinstance(got, bool)):
+            raise ShardError(f"{path}: field '{prefix}{name}' is {_json_kind(got)}, expected {f.type}")
+        if f.type == "dict[str, int]":  # tokens per language: summed and compared by every reader
+            bad = next((k for k, v in got.items() if not isinstance(v, int) or isinstance(v, bool)), None)
+            if bad is not None:
+                raise ShardError(f"{path}: field '{prefix}{name}.{bad}' is {_json_kind(got[bad])}, expected int")
+    return dict(value)
+
+
 @dataclass
 class Manifest:
     """``manifest.json``: everything needed to read, verify and reproduce a shard set."""
@@ -179,12 +221,13 @@ class Manifest:
             raise ShardError(f"{path}: not UTF-8 text; expected the JSON manifest `corpus build` writes") from None
         except json.JSONDecodeError as e:
             raise ShardError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from None
-        try:
-            tok = TokenizerInfo(**raw.pop("tokenizer"))
-            shards = [ShardInfo(**s) for s in raw.pop("shards")]
-            return cls(tokenizer=tok, shards=shards, **raw)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise ShardError(f"{path}: does not match the manifest schema: {e}") from None
+        record = _record(cls, raw, path, "")
+        if record["dtype"] not in FORMATS:
+            raise ShardError(f"{path}: field 'dtype' is {record['dtype']!r}, expected one of {sorted(FORMATS)}")
+        record["tokenizer"] = TokenizerInfo(**_record(TokenizerInfo, record["tokenizer"], path, "tokenizer"))
+        record["shards"] = [ShardInfo(**_record(ShardInfo, s, path, f"shards[{i}]"))
+                            for i, s in enumerate(record["shards"])]
+        return cls(**record)
 
     def verify(self, directory: str | os.PathLike) -> None:
         """Check every shard's header, dtype and token count against the manifest; raise ShardError if not."""

@@ -93,10 +93,9 @@ def check_sources(sources: list[TextSource], min_language_score: float | None) -
         first = list_files(source)[0]
         if first.lower().endswith(".parquet"):
             import fsspec
-            import pyarrow.parquet as pq
 
             with fsspec.open(first, "rb") as f:
-                names = pq.ParquetFile(f).schema_arrow.names
+                names = _parquet_file(f, first).schema_arrow.names
             needed = [source.field] + (["language_score"] if min_language_score is not None else [])
             for column in needed:
                 if column not in names:
@@ -105,16 +104,23 @@ def check_sources(sources: list[TextSource], min_language_score: float | None) -
                                        "; --min-language-score filters on it"))
 
 
-def _parquet_rows(url: str, field: str, min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
-    import fsspec
+def _parquet_file(f, url: str):
+    """``pyarrow.parquet.ParquetFile`` of an open file; a file that is not parquet is a TextError naming it (the
+    same words as ``fertility.text``'s reader)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        return pq.ParquetFile(f)
+    except (pa.ArrowException, OSError) as e:
+        raise TextError(f"{url}: not a readable parquet file ({e})") from None
+
+
+def _parquet_rows(url: str, field: str, min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
+    import fsspec
+
     with fsspec.open(url, "rb") as f:
-        try:
-            pf = pq.ParquetFile(f)
-        except (pa.ArrowException, OSError) as e:
-            raise TextError(f"{url}: not a readable parquet file ({e})") from None
+        pf = _parquet_file(f, url)
         names = pf.schema_arrow.names
         if field not in names:
             raise TextError(f"{url}: no column {field!r} (found {names}); pass PATH:COLUMN to choose one")

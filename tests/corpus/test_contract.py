@@ -78,6 +78,11 @@ def _manifest(text: str) -> Callable[[Path], None]:
     return setup
 
 
+# A manifest that loads: one training shard of one document (no shard file is read before the checks).
+_SHARD = {"file": "train_000000.bin", "split": "train", "tokens": 9, "documents": 1, "tokens_by_language": {"bn": 9}}
+_MANIFEST = {"tokenizer": {"spec": "gpt2", "sha256": "0", "vocab_size": 50257, "bos_id": 50256}, "dtype": "uint16",
+             "shards": [_SHARD]}
+
 CASES = {
     # --- build: sources and labels
     "missing-source-file": Case(lambda r: _build(r, sources=("bn=data/nope.txt", "en=data/en.txt")), ("nope.txt",)),
@@ -86,6 +91,8 @@ CASES = {
     "label-with-slash": Case(lambda r: _build(r, sources=("b/n=data/bn.txt", "en=data/en.txt"), mix="b/n=0.5,en=0.5"),
                              ("b/n", "--source")),
     "bad-utf8-in-ingest": Case(lambda r: _build(r, sources=("bn=data/bad.txt", "en=data/en.txt")), ("bad.txt:6",)),
+    "source-not-parquet": Case(lambda r: _build(r, sources=("bn=data/garbage.parquet", "en=data/en.txt")),
+                               ("garbage.parquet", "not a readable parquet file"), _file("data/garbage.parquet")),
     "bad-utf8-in-pool-worker": Case(lambda r: _build(r, "--workers", "2", "--tasks", "2",
                                                      sources=("bn=data/bad.txt", "en=data/en.txt")), ("bad.txt:6",)),
     # --- build: the mixture and the numbers
@@ -151,8 +158,24 @@ CASES = {
                                             _file("shards/notes.txt")),
     "inspect-corrupt-manifest": Case(lambda r: ["inspect", str(r / "shards")], ("manifest.json", "line 1"),
                                      _manifest('{"tokenizer": ')),
-    "inspect-manifest-not-an-object": Case(lambda r: ["inspect", str(r / "shards")], ("manifest.json", "schema"),
-                                           _manifest("[1, 2]\n")),
+    "inspect-manifest-not-an-object": Case(lambda r: ["inspect", str(r / "shards")],
+                                           ("manifest.json", "is a list", "JSON object"), _manifest("[1, 2]\n")),
+    "inspect-manifest-empty-list": Case(lambda r: ["inspect", str(r / "shards")],
+                                        ("manifest.json", "is a list", "JSON object"), _manifest("[]\n")),
+    "inspect-manifest-shard-of-wrong-type": Case(lambda r: ["inspect", str(r / "shards")],
+                                                 ("manifest.json", "shards[0].tokens", "expected int"),
+                                                 _manifest(json.dumps(_MANIFEST | {"shards": [_SHARD | {"tokens": "9"}]}))),
+    "inspect-manifest-count-of-wrong-type": Case(lambda r: ["inspect", str(r / "shards")],
+                                                 ("manifest.json", "shards[0].tokens_by_language.bn", "expected int"),
+                                                 _manifest(json.dumps(_MANIFEST | {"shards": [
+                                                     _SHARD | {"tokens_by_language": {"bn": "9"}}]}))),
+    "inspect-manifest-without-a-field": Case(lambda r: ["inspect", str(r / "shards")],
+                                             ("manifest.json", "tokenizer.bos_id", "required"),
+                                             _manifest(json.dumps(_MANIFEST | {"tokenizer": {
+                                                 "spec": "gpt2", "sha256": "0", "vocab_size": 9}}))),
+    "inspect-check-text-huge": Case(lambda r: ["inspect", str(r / "shards"), "--check-text", "1e30"],
+                                    ("--check-text", "1e+30", "1 training documents"),
+                                    _manifest(json.dumps(_MANIFEST))),
     "inspect-check-text-negative": Case(lambda r: ["inspect", str(r / "shards"), "--check-text", "-1"],
                                         ("--check-text",), _manifest("{}\n")),
 }
