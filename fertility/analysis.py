@@ -159,20 +159,20 @@ def analyze(
             total.chars += sum(map(len, docs))
             total.bytes += sum(len(d.encode("utf-8")) for d in docs)
             if detail_every == 1:
-                units = [docs]
+                units = [(0, docs)]
             else:
                 units = _sampled_blocks(docs, blocks.setdefault(lang, [0, 0]), detail_every)
-            prepared = [prepare_batch(u) for u in units]
+            prepared = [(block, prepare_batch(u)) for block, u in units]
             for i, tok in enumerate(toks):
                 start = time.perf_counter()
                 if detail_every > 1:  # the exact token count of every document: the encoder's own call
                     tokens[i][lang] = tokens[i].get(lang, 0) + sum(map(len, tok.encode_ids(docs)))
                 lang_counts = per_lang[i].setdefault(lang, Counts(tok.vocab_size))
-                for batch in prepared:
+                for block, batch in prepared:
                     counts = count_tokens(tok, batch)
                     lang_counts.add(counts)
                     if detail_every > 1:
-                        stats[i].setdefault(lang, BlockStats()).add_block(counts)
+                        stats[i].setdefault(lang, BlockStats()).add_block(counts, block)
                 seconds[i] += time.perf_counter() - start
         seen.append((lang, label, info))  # info is complete once the source is exhausted
     text_info = [{"lang": lang, "source": label, **info} for lang, label, info in seen]
@@ -208,19 +208,18 @@ def _add_samples(kept: list[str], docs: list[str]) -> None:
         kept.append(text)
 
 
-def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[list[str]]:
-    """The documents of ``docs`` that fall in sampled blocks, one list per block (see fertility.sampling).
+def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[tuple[int, list[str]]]:
+    """The documents of ``docs`` that fall in sampled blocks: (block index, documents) per block (see
+    fertility.sampling). A block that straddles two batches comes in two parts with the same index.
 
     ``state`` is the language's [block index, characters in the current block], carried across batches.
     """
-    units: list[list[str]] = []
-    current = -1
+    units: list[tuple[int, list[str]]] = []
     for d in docs:
         if state[0] % every == 0:
-            if current != state[0]:
-                units.append([])
-                current = state[0]
-            units[-1].append(d)
+            if not units or units[-1][0] != state[0]:
+                units.append((state[0], []))
+            units[-1][1].append(d)
         state[1] += len(d)
         if state[1] >= BLOCK_CHARS:
             state[0] += 1
