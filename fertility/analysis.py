@@ -21,7 +21,7 @@ from fertility.premium import Fairness, ParallelError, ParallelMetrics, fairness
 from fertility.sampling import BLOCK_CHARS, BlockStats, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
-from fertility.text import TextError, TextSource, check_source, iter_documents
+from fertility.text import TextError, TextSource, check_distinct, check_source, cut_head, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.totals import Totals
 from fertility.traps import Trap, find_traps
@@ -137,6 +137,7 @@ def analyze(
     if not isinstance(texts, Mapping):
         for source in texts:
             check_source(source, errors=errors)
+        check_distinct(texts)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
     if parallel_text and reference not in parallel_text.sentences:
         raise ParallelError(f"reference language {reference!r} is not among the parallel files "
@@ -291,15 +292,16 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
 
 
 def head_documents(docs: list[str], max_chars: int | None) -> list[str]:
-    """The first whole documents up to ``max_chars`` characters (all of them for None)."""
+    """The first whole documents up to ``max_chars`` characters (all of them for None); a document longer than
+    ``max_chars`` itself is cut to what remains of it."""
     if max_chars is None:
         return docs
     kept, total = [], 0
     for d in docs:
         if total >= max_chars:
             break
-        kept.append(d)
-        total += len(d)
+        kept.append(d if len(d) <= max_chars else cut_head(d, max_chars - total))  # as iter_documents cuts
+        total += len(kept[-1])
     return kept
 
 

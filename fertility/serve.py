@@ -47,7 +47,13 @@ from starlette.routing import Route
 from common.errors import InputError
 from fertility import faults
 from fertility.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
-from fertility.tokenizers import Tokenizer, TokenizerLoadError, available_known, load_tokenizer
+from fertility.tokenizers import (
+    Tokenizer,
+    TokenizerLoadError,
+    available_known,
+    check_tokenizer_dir,
+    load_tokenizer,
+)
 from fertility.tokenizers.base import WORKERS
 from fertility.viewer import FONT_STACK
 
@@ -77,8 +83,7 @@ class Shelf:
     """The tokenizers the app offers, by name: each loaded once, then kept for every request."""
 
     def __init__(self, specs: Sequence[str], tokenizer_dir: str | Path | None = None) -> None:
-        if tokenizer_dir is not None and not Path(tokenizer_dir).is_dir():
-            raise InputError(f"--tokenizer-dir {tokenizer_dir}: no such folder")
+        check_tokenizer_dir(tokenizer_dir)
         self.tokenizer_dir = tokenizer_dir
         self._loaded: dict[str, Tokenizer] = {}
         for spec in specs:  # loaded now: a bad one is an error before the server listens

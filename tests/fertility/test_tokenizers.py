@@ -395,3 +395,16 @@ def test_nfd_text_breaks_the_same_clusters_as_nfc_under_qwen(shared_tok, sample_
     assert m["NFC"].tokens == m["NFD"].tokens
     assert (m["NFD"].broken_boundaries, m["NFD"].split_char_boundaries) == (
         m["NFC"].broken_boundaries, m["NFC"].split_char_boundaries)
+
+
+def test_a_tokenizer_folder_that_is_not_one_and_a_link_loop_are_named(tmp_path, shipped_tokenizers):
+    from fertility.tokenizers import available_known
+
+    for call in (lambda: load_tokenizer("gpt2", tmp_path / "missing"), lambda: available_known(tmp_path / "missing"),
+                 lambda: load_tokenizer(str(shipped_tokenizers / "gpt2"), tmp_path / "missing")):
+        with pytest.raises(TokenizerLoadError, match=r"--tokenizer-dir .*missing: no such folder"):
+            call()
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(TokenizerLoadError, match=r"loop\.json: cannot be read \(Too many levels of symbolic links"):
+        load_tokenizer(str(loop))
