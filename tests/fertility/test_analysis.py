@@ -191,3 +191,12 @@ def test_sampled_intervals_cover_exact_mode_on_real_text(gpt2, sample_dir):
             covered += off <= 1.96 * hw + 1e-9
     assert sum(hw is None for m, _ in pairs for hw in m.ci95.values()) > 0  # the rare scripts: null
     assert stated > 20 and covered / stated >= 0.8, (covered, stated)
+
+
+def test_an_estimate_without_an_interval_says_so_in_the_tables():
+    from fertility.report import _estimate
+
+    m = Metrics(chars=30, tokens=10, sample_share=0.25, ci95={"chars_per_token": None, "tokens_per_word": 0.5})
+    assert _estimate(m, "chars_per_token", "{:.2f}") == "3.00 ±?"
+    assert _estimate(m, "tokens_per_word", "{:.2f}").endswith(" ±0.50")
+    assert _estimate(Metrics(chars=30, tokens=10), "chars_per_token", "{:.2f}") == "3.00"  # exact: no ±
