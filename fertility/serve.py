@@ -67,7 +67,10 @@ MAX_LANGUAGES = 8  # texts in one request (the page sends one, or two in paralle
 # parser recurses: 200k nested "[" raised RecursionError, a 500 with a traceback in the terminal).
 MAX_JSON_DEPTH = 16
 SHUTDOWN_GRACE_S = 5  # requests still running at Ctrl-C get this long to finish, then a 503
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a string literal, whose brackets are text
+# A string literal, whose brackets are text; an unterminated one runs to the end. Unrolled, so that every match
+# is one linear scan (an alternation per character, "(?:[^"\\]|\\.)*", rescanned from every escaped quote of
+# an unterminated string: 13.5 s for 20,000 of them; this takes 0.85 s for 2,000,000).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
 OPENERS, CLOSERS = np.frombuffer(b"[{", dtype=np.uint8), np.frombuffer(b"]}", dtype=np.uint8)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 HEADERS = {

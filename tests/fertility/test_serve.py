@@ -148,9 +148,10 @@ def test_a_host_that_is_not_loopback_is_refused(client, host):
     (b'{"texts": {"en": "' + b"[" * 200_000 + b'"}, "tokenizers": ["gpt2"]}', None),  # brackets in a string: text
     (b'{"texts": {"en": "say \\"' + b"[" * 100 + b'\\" and \\\\"}, "tokenizers": ["gpt2"]}', None),
     (b'{"texts": {"en": "x', "expected a JSON body"),
+    (b'{"texts": {"en": "' + b'\\"[' * 2000, "expected a JSON body"),  # unterminated: its brackets are text
     (b'{"texts": {"en": "a \\ud800 b"}, "tokenizers": ["gpt2"]}', "not valid Unicode"),
     (b'{"texts": {"\\udfff": "text"}, "tokenizers": ["gpt2"]}', "label"),
-], ids=["deep", "brackets-in-text", "escaped-quotes", "broken-json", "lone-surrogate", "surrogate-label"])
+], ids=["deep", "brackets-in-text", "escaped-quotes", "broken-json", "unterminated", "lone-surrogate", "surrogate-label"])
 def test_odd_json_gets_a_message_and_no_traceback(client, body, words, capfd):
     r = client.post("/api/explore", content=body, headers={"Content-Type": "application/json"})
     if words is None:
