@@ -256,7 +256,12 @@ def close_gaps(starts: np.ndarray, ends: np.ndarray, counts: np.ndarray,
     ``ে`` + ``া``; NFC folds them into one character, whose offset points at ``ে`` only, so ``া`` lies in a gap
     and the boundary after the token falls inside the cluster (a broken grapheme that is not one). A gap's
     characters belong to the token before it, the one that absorbed them (spaces a pre-tokenizer dropped
-    take the script of the word before them anyway). Overlapping spans (byte pieces of one character) stay.
+    take the script of the word before them anyway).
+
+    Where two tokens overlap, both cover one character: a normaliser split it (NFC ``ো`` decomposed into
+    ``ে`` + ``া``, a token boundary between them) or a byte-fallback model spelt it in byte pieces. The
+    boundary is inside that character, so it is put there: one byte past the overlap's start, and one more
+    for each further boundary inside the same character (three byte pieces of ``ক``: at 1 and 2).
     """
     if not starts.size:
         return starts, ends
@@ -268,7 +273,18 @@ def close_gaps(starts: np.ndarray, ends: np.ndarray, counts: np.ndarray,
     inner = np.ones(starts.size, dtype=bool)
     inner[last] = False
     k = np.flatnonzero(inner)
-    ends[k] = np.maximum(ends[k], starts[k + 1])
+    nxt, end = starts[k + 1], ends[k]
+    boundary = np.maximum(end, nxt)
+    over = np.flatnonzero(nxt < end)
+    if over.size:
+        # runs of consecutive overlapping boundaries inside the same character: the rank of each in its run
+        new_run = np.ones(over.size, dtype=bool)
+        new_run[1:] = (over[1:] != over[:-1] + 1) | (nxt[over[1:]] != nxt[over[:-1]])
+        run_start = np.maximum.accumulate(np.where(new_run, np.arange(over.size), 0))
+        rank = np.arange(over.size) - run_start
+        boundary[over] = np.maximum(np.minimum(nxt[over] + 1 + rank, end[over] - 1), nxt[over])
+    ends[k] = boundary
+    starts[k + 1] = boundary
     ends[last] = np.maximum(ends[last], text_bytes[nonempty])
     return starts, ends
 
