@@ -180,7 +180,9 @@ class App:
 
     def stop(self) -> None:
         """The server stops: running requests get ``grace_s`` more, then a 503 (called on the event loop)."""
-        self._stopping.set()
+        stopping = getattr(self, "_stopping", None)  # None: the app never started
+        if stopping is not None:
+            stopping.set()
 
     async def page(self, request: Request) -> Response:
         return HTMLResponse(page_html(self.shelf, self.max_bytes), headers=HEADERS)
@@ -216,8 +218,7 @@ class App:
         except ValueError:  # not JSON, not UTF-8
             return _error(400, "expected a JSON body")
         try:
-            async with request.app.state.limiter:
-                done = await self._measured(parsed)
+            done = await self._measured(parsed, request.app.state.limiter)
         except InputError as e:  # an empty text, misaligned parallel lines, a tokenizer that fails to load
             return _error(400, str(e))
         if done is None:
@@ -226,8 +227,9 @@ class App:
         html, data = done
         return JSONResponse({"html": html, "data": data}, headers=HEADERS)
 
-    async def _measured(self, req: ExploreRequest) -> tuple[str, dict] | None:
-        """:meth:`_measure` on a thread of its own; None when the server stops and ``grace_s`` passes first.
+    async def _measured(self, req: ExploreRequest, limiter: anyio.CapacityLimiter) -> tuple[str, dict] | None:
+        """:meth:`_measure` on a thread of its own once ``limiter`` lets it run; None when the server stops and
+        ``grace_s`` passes first (a request still waiting its turn included).
 
         The thread is a daemon: a measuring that outlives the server is abandoned with it, so the process
         ends with its stop line (a worker thread of anyio's would be joined at exit, however long it runs;
@@ -245,7 +247,6 @@ class App:
             with contextlib.suppress(RuntimeError):  # the event loop has closed: the server stopped without it
                 anyio.from_thread.run_sync(finished.set, token=token)
 
-        threading.Thread(target=work, name="fertility-measure", daemon=True).start()
         async with anyio.create_task_group() as tg:
             async def give_up() -> None:
                 await self._stopping.wait()
@@ -253,7 +254,9 @@ class App:
                 tg.cancel_scope.cancel()
 
             tg.start_soon(give_up)
-            await finished.wait()
+            async with limiter:
+                threading.Thread(target=work, name="fertility-measure", daemon=True).start()
+                await finished.wait()
             tg.cancel_scope.cancel()
         if "error" in box:
             raise box["error"]
@@ -272,7 +275,7 @@ def _error(status: int, message: str) -> Response:
 
 def check_depth(body: bytes) -> None:
     """An :class:`InputError` when the JSON in ``body`` nests deeper than ``MAX_JSON_DEPTH``, found without
-    parsing it (the parser recurses): brackets outside strings, counted on arrays."""
+    parsing it (the parser recurses): brackets outside strings, counted with numpy."""
     outside = np.frombuffer(_JSON_STRING.sub(b'""', body), dtype=np.uint8)
     step = np.isin(outside, OPENERS).astype(np.int64) - np.isin(outside, CLOSERS)
     if step.size and int(np.cumsum(step).max()) > MAX_JSON_DEPTH:
