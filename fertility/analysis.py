@@ -21,7 +21,7 @@ from fertility.premium import Fairness, ParallelError, ParallelMetrics, fairness
 from fertility.sampling import BLOCK_CHARS, BlockStats, intervals, scaled
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
-from fertility.text import TextError, TextSource, check_source, iter_documents
+from fertility.text import TextError, TextSource, check_distinct, check_source, cut_head, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.totals import Totals
 from fertility.traps import Trap, find_traps
@@ -137,6 +137,7 @@ def analyze(
     if not isinstance(texts, Mapping):
         for source in texts:
             check_source(source, errors=errors)
+        check_distinct(texts)
     parallel_text = read_parallel(parallel, max_chars) if parallel else None
     if parallel_text and reference not in parallel_text.sentences:
         raise ParallelError(f"reference language {reference!r} is not among the parallel files "
@@ -159,20 +160,20 @@ def analyze(
             total.chars += sum(map(len, docs))
             total.bytes += sum(len(d.encode("utf-8")) for d in docs)
             if detail_every == 1:
-                units = [docs]
+                units = [(0, docs)]
             else:
                 units = _sampled_blocks(docs, blocks.setdefault(lang, [0, 0]), detail_every)
-            prepared = [prepare_batch(u) for u in units]
+            prepared = [(block, prepare_batch(u)) for block, u in units]
             for i, tok in enumerate(toks):
                 start = time.perf_counter()
                 if detail_every > 1:  # the exact token count of every document: the encoder's own call
                     tokens[i][lang] = tokens[i].get(lang, 0) + sum(map(len, tok.encode_ids(docs)))
                 lang_counts = per_lang[i].setdefault(lang, Counts(tok.vocab_size))
-                for batch in prepared:
+                for block, batch in prepared:
                     counts = count_tokens(tok, batch)
                     lang_counts.add(counts)
                     if detail_every > 1:
-                        stats[i].setdefault(lang, BlockStats()).add_block(counts)
+                        stats[i].setdefault(lang, BlockStats()).add_block(counts, block)
                 seconds[i] += time.perf_counter() - start
         seen.append((lang, label, info))  # info is complete once the source is exhausted
     text_info = [{"lang": lang, "source": label, **info} for lang, label, info in seen]
@@ -208,19 +209,18 @@ def _add_samples(kept: list[str], docs: list[str]) -> None:
         kept.append(text)
 
 
-def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[list[str]]:
-    """The documents of ``docs`` that fall in sampled blocks, one list per block (see fertility.sampling).
+def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[tuple[int, list[str]]]:
+    """The documents of ``docs`` that fall in sampled blocks: (block index, documents) per block (see
+    fertility.sampling). A block that straddles two batches comes in two parts with the same index.
 
     ``state`` is the language's [block index, characters in the current block], carried across batches.
     """
-    units: list[list[str]] = []
-    current = -1
+    units: list[tuple[int, list[str]]] = []
     for d in docs:
         if state[0] % every == 0:
-            if current != state[0]:
-                units.append([])
-                current = state[0]
-            units[-1].append(d)
+            if not units or units[-1][0] != state[0]:
+                units.append((state[0], []))
+            units[-1][1].append(d)
         state[1] += len(d)
         if state[1] >= BLOCK_CHARS:
             state[0] += 1
@@ -292,15 +292,16 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
 
 
 def head_documents(docs: list[str], max_chars: int | None) -> list[str]:
-    """The first whole documents up to ``max_chars`` characters (all of them for None)."""
+    """The first whole documents up to ``max_chars`` characters (all of them for None); a document longer than
+    ``max_chars`` itself is cut to what remains of it."""
     if max_chars is None:
         return docs
     kept, total = [], 0
     for d in docs:
         if total >= max_chars:
             break
-        kept.append(d)
-        total += len(d)
+        kept.append(d if len(d) <= max_chars else cut_head(d, max_chars - total))  # as iter_documents cuts
+        total += len(kept[-1])
     return kept
 
 

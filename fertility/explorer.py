@@ -249,7 +249,12 @@ def explore(
     """Measure ``texts`` (one text labelled ``lang``, or a text per language) under ``tokenizers`` (names,
     paths or loaded). ``parallel``: the texts say the same thing line by line; premiums are taken against
     ``reference`` (default: the last language). Bad input is an :class:`InputError` saying what to fix."""
+    if not isinstance(texts, str | Mapping):
+        raise TypeError(f"texts must be a string or a mapping of language -> text, not {type(texts).__name__}")
     texts = {lang: texts} if isinstance(texts, str) else dict(texts)
+    for label, text in texts.items():
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{label!r}] must be a string (the text), not {type(text).__name__}")
     if not texts:
         raise TextError("no text: expected at least one text")
     for label in texts:

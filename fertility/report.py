@@ -100,6 +100,8 @@ MIN_TABLE_SHARE = 0.005
 def _estimate(m: Metrics, rate: str, fmt: str) -> str:
     text = fmt.format(getattr(m, rate))
     half = m.ci95.get(rate)
+    if rate in m.ci95 and half is None:  # an estimate from fewer than two sampled blocks: no interval to state
+        return text + " ±?"
     return text + (f" ±{half:.2f}" if half else "")
 
 
@@ -210,7 +212,8 @@ def _sources_line(report: Report) -> str:
         line += f" Sampled: the first {report.max_chars:,} characters (whole documents) of each source."
     if report.detail_every > 1:
         line += (f" Detail (scripts, clusters, words, ceilings) on one block of text in {report.detail_every}:"
-                 " those figures are estimates, ± the half-width of an approximate 95% interval;"
+                 " those figures are estimates, ± the half-width of an approximate 95% interval"
+                 " (±? where fewer than two sampled blocks hold it);"
                  " chars/token per language and premiums are exact.")
     return line
 

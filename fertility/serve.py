@@ -21,39 +21,58 @@ Limits and safety:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
+import re
 import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import numpy as np
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from common.errors import InputError
+from fertility import faults
 from fertility.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
-from fertility.tokenizers import Tokenizer, TokenizerLoadError, available_known, load_tokenizer
+from fertility.tokenizers import (
+    Tokenizer,
+    TokenizerLoadError,
+    available_known,
+    check_tokenizer_dir,
+    load_tokenizer,
+)
 from fertility.tokenizers.base import WORKERS
 from fertility.viewer import FONT_STACK
 
 DEFAULT_HOST = "127.0.0.1"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 DEFAULT_PORT = 8000
 # A JSON body escapes some characters (a control character takes 6 bytes); past this many bytes a body cannot
 # hold MAX_TEXT_BYTES of text and reading stops.
 MAX_BODY_BYTES = 6 * MAX_TEXT_BYTES + 64 * 1024
 MAX_LANGUAGES = 8  # texts in one request (the page sends one, or two in parallel mode)
-SHUTDOWN_GRACE_S = 5  # requests still running at Ctrl-C get this long to finish
+# A request body nests 2 levels ({texts: {...}}); past this many the body is refused before it is parsed (the
+# parser recurses: 200k nested "[" raised RecursionError, a 500 with a traceback in the terminal).
+MAX_JSON_DEPTH = 16
+SHUTDOWN_GRACE_S = 5  # requests still running at Ctrl-C get this long to finish, then a 503
+# A string literal, whose brackets are text; an unterminated one runs to the end. Unrolled, so that every match
+# is one linear scan (an alternation per character, "(?:[^"\\]|\\.)*", rescanned from every escaped quote of
+# an unterminated string: 13.5 s for 20,000 of them; this takes 0.85 s for 2,000,000).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
+OPENERS, CLOSERS = np.frombuffer(b"[{", dtype=np.uint8), np.frombuffer(b"]}", dtype=np.uint8)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                                "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
@@ -67,8 +86,7 @@ class Shelf:
     """The tokenizers the app offers, by name: each loaded once, then kept for every request."""
 
     def __init__(self, specs: Sequence[str], tokenizer_dir: str | Path | None = None) -> None:
-        if tokenizer_dir is not None and not Path(tokenizer_dir).is_dir():
-            raise InputError(f"--tokenizer-dir {tokenizer_dir}: no such folder")
+        check_tokenizer_dir(tokenizer_dir)
         self.tokenizer_dir = tokenizer_dir
         self._loaded: dict[str, Tokenizer] = {}
         for spec in specs:  # loaded now: a bad one is an error before the server listens
@@ -115,6 +133,11 @@ class ExploreRequest:
             raise InputError("texts: expected an object of LANG: TEXT")
         if len(texts) > MAX_LANGUAGES:
             raise InputError(f"texts: at most {MAX_LANGUAGES} languages a request")
+        for lang, text in texts.items():
+            if _SURROGATE.search(text):  # a lone "\ud800" escape is valid JSON but no character
+                at = _SURROGATE.search(text).start()
+                raise InputError(f"texts[{lang!r}]: not valid Unicode text (a lone surrogate "
+                                 f"U+{ord(text[at]):04X} at character {at}); send the text as UTF-8")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise InputError("tokenizers: choose at least one tokenizer")
         if len(set(names)) != len(names):
@@ -135,13 +158,16 @@ class App:
     shelf: Shelf
     max_bytes: int = MAX_TEXT_BYTES
     workers: int = WORKERS
-    allowed_hosts: list[str] = field(default_factory=lambda: list(LOOPBACK_NAMES))
+    # Answer only requests whose Host is a loopback form (no DNS rebinding); off where it listens beyond loopback.
+    loopback_only: bool = True
     on_ready: Callable[[], None] | None = None  # called once the app has started
+    grace_s: float = SHUTDOWN_GRACE_S  # how long a running request may go on once :meth:`stop` is called
 
     def asgi(self) -> Starlette:
         @asynccontextmanager
         async def lifespan(app: Starlette):
             app.state.limiter = anyio.CapacityLimiter(self.workers)
+            self._stopping = anyio.Event()
             if self.on_ready:
                 self.on_ready()
             yield
@@ -149,8 +175,14 @@ class App:
         routes = [Route("/", self.page), Route("/explorer.css", self.stylesheet),
                   Route("/explorer.js", self.script), Route("/api/explore", self.explore, methods=["POST"]),
                   Route("/favicon.ico", self.no_icon)]
-        return Starlette(routes=routes, lifespan=lifespan,
-                         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=self.allowed_hosts)])
+        middleware = [Middleware(LoopbackHostOnly)] if self.loopback_only else []
+        return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+
+    def stop(self) -> None:
+        """The server stops: running requests get ``grace_s`` more, then a 503 (called on the event loop)."""
+        stopping = getattr(self, "_stopping", None)  # None: the app never started
+        if stopping is not None:
+            stopping.set()
 
     async def page(self, request: Request) -> Response:
         return HTMLResponse(page_html(self.shelf, self.max_bytes), headers=HEADERS)
@@ -177,6 +209,7 @@ class App:
             if len(body) > MAX_BODY_BYTES:
                 return too_large
         try:
+            check_depth(bytes(body))
             parsed = ExploreRequest.parse(json.loads(body), self.shelf, self.max_bytes)
         except TextTooLarge as e:
             return _error(413, str(e))
@@ -185,13 +218,52 @@ class App:
         except ValueError:  # not JSON, not UTF-8
             return _error(400, "expected a JSON body")
         try:
-            html, data = await anyio.to_thread.run_sync(self._measure, parsed,
-                                                        limiter=request.app.state.limiter)
+            done = await self._measured(parsed, request.app.state.limiter)
         except InputError as e:  # an empty text, misaligned parallel lines, a tokenizer that fails to load
             return _error(400, str(e))
+        if done is None:
+            return _error(503, f"fertility serve is stopping: the measuring did not finish within "
+                               f"{self.grace_s:g} s; start the server again and resend")
+        html, data = done
         return JSONResponse({"html": html, "data": data}, headers=HEADERS)
 
+    async def _measured(self, req: ExploreRequest, limiter: anyio.CapacityLimiter) -> tuple[str, dict] | None:
+        """:meth:`_measure` on a thread of its own once ``limiter`` lets it run; None when the server stops and
+        ``grace_s`` passes first (a request still waiting its turn included).
+
+        The thread is a daemon: a measuring that outlives the server is abandoned with it, so the process
+        ends with its stop line (a worker thread of anyio's would be joined at exit, however long it runs;
+        and uvicorn's own cancelling of the request, past its grace, logged a CancelledError traceback).
+        """
+        finished = anyio.Event()
+        box: dict = {}
+        token = anyio.lowlevel.current_token()
+
+        def work() -> None:
+            try:
+                box["result"] = self._measure(req)
+            except BaseException as e:  # noqa: BLE001 (raised again on the event loop, below)
+                box["error"] = e
+            with contextlib.suppress(RuntimeError):  # the event loop has closed: the server stopped without it
+                anyio.from_thread.run_sync(finished.set, token=token)
+
+        async with anyio.create_task_group() as tg:
+            async def give_up() -> None:
+                await self._stopping.wait()
+                await anyio.sleep(self.grace_s)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(give_up)
+            async with limiter:
+                threading.Thread(target=work, name="fertility-measure", daemon=True).start()
+                await finished.wait()
+            tg.cancel_scope.cancel()
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
     def _measure(self, req: ExploreRequest) -> tuple[str, dict]:
+        faults.block_if_asked()
         exploration = explore(req.texts, [self.shelf.get(n) for n in req.tokenizers], parallel=req.parallel,
                               reference=req.reference)
         return exploration.html(style=False), exploration.to_dict()
@@ -199,6 +271,47 @@ class App:
 
 def _error(status: int, message: str) -> Response:
     return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+
+
+def check_depth(body: bytes) -> None:
+    """An :class:`InputError` when the JSON in ``body`` nests deeper than ``MAX_JSON_DEPTH``, found without
+    parsing it (the parser recurses): brackets outside strings, counted with numpy."""
+    outside = np.frombuffer(_JSON_STRING.sub(b'""', body), dtype=np.uint8)
+    step = np.isin(outside, OPENERS).astype(np.int64) - np.isin(outside, CLOSERS)
+    if step.size and int(np.cumsum(step).max()) > MAX_JSON_DEPTH:
+        raise InputError(f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels; expected an object "
+                         "{texts: {LANG: TEXT}, tokenizers: [NAME, ...]}")
+
+
+class LoopbackHostOnly:
+    """ASGI middleware: a 400 for any request whose Host header is not a loopback form (``127.0.0.1`` and the
+    rest of 127/8, ``[::1]``, ``localhost``, each with or without a port), so that a page on another site
+    whose name resolves to this machine (DNS rebinding) is not answered. Starlette's TrustedHostMiddleware
+    cannot tell an IPv6 Host from a port, so `--host ::1` answered any Host."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not is_loopback(host_name(host)):
+                response = Response(f"Invalid Host header {host!r}: this server answers only loopback Host "
+                                    "names (127.0.0.1, [::1], localhost)", status_code=400,
+                                    media_type="text/plain", headers=HEADERS)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header, without its port: ``[::1]:8000`` -> ``::1``, ``localhost:80`` -> ``localhost``;
+    "" for a malformed one."""
+    if host.startswith("["):
+        name, bracket, rest = host[1:].partition("]")
+        return name if bracket and (not rest or rest[0] == ":" and rest[1:].isdigit()) else ""
+    name, colon, port = host.partition(":")
+    return name if not colon or port.isdigit() else ""
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -221,7 +334,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
+    """Whether ``host`` (a name or address, IPv6 with or without brackets) is this machine's loopback."""
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -242,11 +356,8 @@ def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, w
 
     sock = listen(host, port)
     url = url_of(sock)
-    # The Host header a browser sends for this address (what a DNS-rebinding page cannot fake); Starlette's check
-    # cannot parse an IPv6 Host, so an IPv6 address allows any.
-    allowed = [*LOOPBACK_NAMES, host] if ":" not in host else ["*"]
-    if not is_loopback(host):
-        allowed = ["*"]
+    loopback = is_loopback(host)
+    if not loopback:
         print(f"fertility serve: warning: listening on {host}, not on loopback: anyone who can reach this machine "
               "can use the app", file=sys.stderr, flush=True)
     # The URL is printed from the app's startup, where uvicorn already handles SIGINT/SIGTERM (a script that
@@ -254,11 +365,30 @@ def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, w
     def ready() -> None:
         print(f"fertility serve: {url} (tokenizers: {', '.join(shelf.names)}; Ctrl-C stops it)", flush=True)
 
-    app = App(shelf, workers=workers, allowed_hosts=allowed, on_ready=ready).asgi()
+    settings = App(shelf, workers=workers, loopback_only=loopback, on_ready=ready)
     # uvicorn's INFO lines stay out of the terminal: stdout has the URL, stderr only warnings and the stop line.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
-    uvicorn.Server(config).run(sockets=[sock])
+    # Past the app's own grace a running request answers 503 and ends; uvicorn's later deadline (which cancels
+    # the request and logs a CancelledError traceback) is never reached.
+    config = uvicorn.Config(settings.asgi(), log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S + 10)
+    _server_class()(config, settings.stop).run(sockets=[sock])
+
+
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, telling the app when it starts to shut down (a signal, typically)."""
+
+        def __init__(self, config, on_shutdown: Callable[[], None]) -> None:
+            super().__init__(config)
+            self._on_shutdown = on_shutdown
+
+        async def shutdown(self, sockets=None) -> None:
+            self._on_shutdown()
+            await super().shutdown(sockets)
+
+    return Server
 
 
 # --- the page --------------------------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
+import urllib.parse
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ _PARQUET_SUFFIXES = (".parquet",)
 _BATCH_ROWS = 1024
 # The most bytes of one line held at once; a longer line is read as several documents (see _line_pieces).
 PIECE_BYTES = 1 << 20
+HUB_CHECK_S = 5  # seconds to wait for the hub's address before calling it unreachable
 MAX_RECORD_BYTES = 64 << 20  # a JSONL record is parsed whole; a longer line is refused, not read into memory
 
 
@@ -98,6 +102,9 @@ def source_from_spec(spec: str, lang: str = "") -> TextSource:
     if ":" in spec and not Path(spec).exists():
         path, _, field = spec.rpartition(":")
         if path and field and "/" not in field:
+            if path.lower().endswith(_TEXT_SUFFIXES):
+                raise TextError(f"text spec {spec!r}: a .txt file has no fields (each line is a document); "
+                                f"drop ':{field}', or give a .jsonl or .parquet file")
             return TextSource(lang, path, field)
     return TextSource(lang, spec)
 
@@ -142,6 +149,8 @@ def iter_documents(
     found = False
     for doc in _raw_documents(source, errors, counters):
         found = True
+        if max_chars is not None and len(doc.text) > max_chars:  # a document longer than the whole cap
+            doc = Document(cut_head(doc.text, max_chars - chars), doc.source, doc.line)
         counters["documents"] += 1
         counters["chars"] += len(doc.text)
         yield doc
@@ -150,6 +159,32 @@ def iter_documents(
             return
     if not found:
         raise TextError(f"{source.spec}: no documents (empty file, or every line blank or skipped)")
+
+
+def cut_head(text: str, n: int) -> str:
+    """The first ``n`` characters of ``text``, cut after the last whitespace in their second half if there is
+    one (as a long line's pieces are, :func:`_cut_point`)."""
+    head = text[:n]
+    space = max(head.rfind(c, n // 2) for c in " \t\r\f\v")
+    return head[:space + 1] if space >= 0 else head
+
+
+def check_distinct(sources: Iterable[TextSource]) -> None:
+    """A :class:`TextError` when one file (or dataset) is given twice for one language: its text would count
+    twice, with no note. The same file under two labels is two measurements, as asked."""
+    seen: dict[tuple, TextSource] = {}
+    for source in sources:
+        spec = source.spec
+        try:
+            st = os.stat(spec)
+            where: tuple = (st.st_dev, st.st_ino)  # a link or another spelling of the same file is the same
+        except OSError:
+            where = (spec,)
+        key = (source.lang, where, source.field, source.config, source.split)
+        if key in seen:
+            raise TextError(f"{source.lang}={spec}: the same text as {source.lang}={seen[key].spec}, given twice "
+                            "for one language (it would count twice); give each file once")
+        seen[key] = source
 
 
 def check_source(source: TextSource, *, errors: str = "strict") -> None:
@@ -168,8 +203,12 @@ def _raw_documents(source: TextSource, errors: str, counters: dict) -> Iterator[
         yield from _hub_documents(source)
         return
     path = Path(spec)
-    if not path.exists():
-        raise TextError(f"{spec}: no such file or directory (expected a text, JSONL or parquet file)")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise TextError(f"{spec}: no such file or directory (expected a text, JSONL or parquet file)") from None
+    except OSError as e:  # a symlink loop, a name too long, a folder without permission: say which
+        raise TextError(f"{spec}: cannot be read ({e.strerror or e}); expected a text, JSONL or parquet file") from None
     name = path.name.lower()
     if path.is_dir():
         yield from _disk_dataset_documents(source, path)
@@ -335,9 +374,11 @@ def _disk_dataset_documents(source: TextSource, path: Path) -> Iterator[Document
 
 
 def _hub_documents(source: TextSource) -> Iterator[Document]:
+    name = source.spec[len(HF_PREFIX):]
+    if not Path(name).is_dir():
+        _check_hub_reachable(source.spec)
     import datasets
 
-    name = source.spec[len(HF_PREFIX):]
     try:
         ds = datasets.load_dataset(name, source.config, split=source.split, streaming=True)
     except Exception as e:  # datasets raises many unrelated types for "cannot find or read this dataset"
@@ -347,3 +388,19 @@ def _hub_documents(source: TextSource) -> Iterator[Document]:
         if source.field not in example:
             raise TextError(f"{source.spec}: row {row} has no field {source.field!r} (found {sorted(example)})")
         yield from _column_documents([example[source.field]], source.spec, source.field, row)
+
+
+def _check_hub_reachable(spec: str) -> None:
+    """A :class:`TextError` at once when the Hugging Face Hub cannot be reached and offline mode is not set:
+    datasets would otherwise retry for about 25 s, printing 11 lines, before its own error. With
+    ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) set, datasets reads its cache and makes no request."""
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+           for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_CHECK_S).close()
+    except OSError as e:
+        raise TextError(f"{spec}: cannot reach the Hugging Face Hub at {host} ({e.strerror or e}); connect, or "
+                        "set HF_HUB_OFFLINE=1 to read a dataset already in the local cache") from None

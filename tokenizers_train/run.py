@@ -95,6 +95,7 @@ def run(config: TrainingRun) -> RunResult:
         sampling.check_shares(config.shares, langs)
     for source in config.texts:  # missing, empty, not UTF-8 or no such field at its head: before any work
         check_source(source)
+    fertility.tokenizers.check_tokenizer_dir(config.tokenizer_dir)  # else refused only after the training
     for reference in config.references:  # a bad one would otherwise fail after every round, losing them
         fertility.load_tokenizer(reference, config.tokenizer_dir)
     ckpt = checkpoint.Checkpoint(out, _resume_key(config))

@@ -25,6 +25,7 @@ from fertility.tokenizers.loading import (
     SHIPPED_TOKENIZER_DIR,
     TOKENIZER_DIR_ENV,
     available_known,
+    check_tokenizer_dir,
     load_tokenizer,
 )
 from fertility.tokenizers.sentencepiece import SentencePieceTokenizer
@@ -41,5 +42,5 @@ __all__ = [
     "CL100K_PATTERN", "FORMATS", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN",
     "QWEN_PATTERN", "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "Format", "HFTokenizer",
     "SentencePieceTokenizer", "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known",
-    "load_tokenizer", "one_thread", "read_tiktoken_ranks", "worker_pool",
+    "check_tokenizer_dir", "load_tokenizer", "one_thread", "read_tiktoken_ranks", "worker_pool",
 ]

@@ -227,17 +227,98 @@ def tile(lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return ends - lengths, ends
 
 
-def char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Convert local character offsets (n, 2) of each text's tokens to local UTF-8 byte offsets."""
+def _utf8_layout(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Over the texts laid end to end: each character's UTF-8 width, each character's byte offset (one more
+    entry: the end) and each text's first character."""
     cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
     char_bytes = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
     c2b = np.concatenate([[0], np.cumsum(char_bytes, dtype=np.int64)])
     char_start = np.concatenate([[0], np.cumsum([len(t) for t in texts], dtype=np.int64)])[:-1]
+    return char_bytes, c2b, char_start
+
+
+def char_to_byte_spans(texts: Sequence[str], offsets: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Convert local character offsets (n, 2) of each text's tokens to local UTF-8 byte offsets."""
+    _, c2b, char_start = _utf8_layout(texts)
     doc_char = np.repeat(char_start, counts)
     doc_byte = c2b[doc_char]
     starts = c2b[offsets[:, 0] + doc_char] - doc_byte
     ends = c2b[offsets[:, 1] + doc_char] - doc_byte
     return starts, ends
+
+
+def close_gaps(starts: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+               text_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local spans made to tile each text: a token ends where the next one starts, the first starts at 0 and
+    the last ends at the text's end.
+
+    A library's alignment after a normaliser leaves folded characters covered by no token: in NFD, ``ো`` is
+    ``ে`` + ``া``; NFC folds them into one character, whose offset points at ``ে`` only, so ``া`` lies in a gap
+    and the boundary after the token falls inside the cluster (a broken grapheme that is not one). A gap's
+    characters belong to the token before it, the one that absorbed them (spaces a pre-tokenizer dropped
+    take the script of the word before them anyway).
+
+    Where two tokens overlap, both cover one character: a normaliser split it (NFC ``ো`` decomposed into
+    ``ে`` + ``া``, a token boundary between them) or a byte-fallback model spelt it in byte pieces. The
+    boundary is inside that character, so it is put there: one byte past the overlap's start, and one more
+    for each further boundary inside the same character (three byte pieces of ``ক``: at 1 and 2).
+    """
+    if not starts.size:
+        return starts, ends
+    starts, ends = starts.copy(), ends.copy()
+    bounds = np.cumsum(counts)
+    nonempty = counts > 0
+    first, last = (bounds - counts)[nonempty], bounds[nonempty] - 1
+    starts[first] = 0
+    inner = np.ones(starts.size, dtype=bool)
+    inner[last] = False
+    k = np.flatnonzero(inner)
+    nxt, end = starts[k + 1], ends[k]
+    boundary = np.maximum(end, nxt)
+    over = np.flatnonzero(nxt < end)
+    if over.size:
+        # runs of consecutive overlapping boundaries inside the same character: the rank of each in its run
+        new_run = np.ones(over.size, dtype=bool)
+        new_run[1:] = (over[1:] != over[:-1] + 1) | (nxt[over[1:]] != nxt[over[:-1]])
+        run_start = np.maximum.accumulate(np.where(new_run, np.arange(over.size), 0))
+        rank = np.arange(over.size) - run_start
+        boundary[over] = np.maximum(np.minimum(nxt[over] + 1 + rank, end[over] - 1), nxt[over])
+    ends[k] = boundary
+    starts[k + 1] = boundary
+    ends[last] = np.maximum(ends[last], text_bytes[nonempty])
+    return starts, ends
+
+
+def realigned(texts: Sequence[str], normed: Sequence[str], offsets: np.ndarray, starts: np.ndarray,
+              counts: np.ndarray, text_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Local byte spans in ``texts`` of byte-level tokens that tile the normalised ``normed`` (their local byte
+    starts there: ``starts``), given the library's character ``offsets`` into ``texts``.
+
+    The library's offsets are whole characters, so a boundary inside a character (a byte-level token ending
+    in the middle of ``ন``'s three bytes) would move to the character's end and stop counting as broken: on
+    NFC input, which takes the exact byte path, it counts. Here each boundary is the original position of the
+    character it falls in, plus how far into that character it falls, so NFC and NFD input give the same
+    boundaries relative to their clusters. The spans tile each text (see :func:`close_gaps`).
+    """
+    if not starts.size:
+        return starts, starts.copy()
+    doc = np.repeat(np.arange(len(texts)), counts)
+    _, nc2b, nchar_start = _utf8_layout(normed)
+    g = nc2b[nchar_start][doc] + starts
+    within = g - nc2b[np.searchsorted(nc2b, g, "right") - 1]  # bytes into the normalised character
+    char_bytes, c2b, char_start = _utf8_layout(texts)
+    lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    oc = char_start[doc] + np.minimum(offsets[:, 0], np.maximum(lens[doc] - 1, 0))
+    doc_byte = c2b[char_start][doc]
+    pos = c2b[oc] + np.minimum(within, char_bytes[oc] - 1) - doc_byte
+    bounds = np.cumsum(counts)
+    first = (bounds - counts)[counts > 0]
+    pos[first] = 0
+    pos = np.maximum.accumulate(pos + doc_byte) - doc_byte  # never before the previous token's start
+    new_ends = np.empty_like(pos)
+    new_ends[:-1] = pos[1:]
+    new_ends[bounds[counts > 0] - 1] = text_bytes[counts > 0]
+    return pos, new_ends
 
 
 def first_id(names: Sequence[str], lookup) -> int | None:

@@ -22,8 +22,10 @@ from fertility.tokenizers.base import (
     Tokenizer,
     TokenizerLoadError,
     char_to_byte_spans,
+    close_gaps,
     first_id,
     flatten,
+    realigned,
     regex_pieces,
     sha256_files,
     tile,
@@ -116,32 +118,34 @@ class HFTokenizer(Tokenizer):
 
     def encode_spans(self, texts: Sequence[str]) -> Spans:
         texts = list(texts)
-        if self._byte_level and self._keeps_byte_lengths(texts):
-            ids, counts = flatten(self.encode_ids(texts))
-            lengths = self._byte_len[ids]
-            per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
-            if np.array_equal(per_text, [len(t.encode()) for t in texts]):
-                starts, ends = tile(lengths, counts)
-                unk, byte = self._flags(ids)
-                return Spans(ids, starts, ends, counts, unk, byte)
+        text_bytes = _utf8_lengths(texts)
+        normed = None
+        if self._byte_level:
+            # The normalised text, when the normaliser changes some text's UTF-8 length (decided before
+            # encoding, which spares encoding the batch twice, fast and then with offsets, when it does not).
+            norm = self._tok.normalizer
+            normed = [norm.normalize_str(t) for t in texts] if norm is not None else texts
+            normed_bytes = _utf8_lengths(normed) if norm is not None else text_bytes
+            if np.array_equal(normed_bytes, text_bytes):
+                ids, counts = flatten(self.encode_ids(texts))
+                lengths = self._byte_len[ids]
+                if np.array_equal(_per_text(lengths, counts), text_bytes):
+                    starts, ends = tile(lengths, counts)
+                    unk, byte = self._flags(ids)
+                    return Spans(ids, starts, ends, counts, unk, byte)
+                normed = None
         # A normaliser changed the text (or the model is not byte-level): use the library's alignment.
         encodings = self._tok.encode_batch(texts, add_special_tokens=False)
         ids, counts = flatten([e.ids for e in encodings])
         offsets = np.fromiter(chain.from_iterable(chain.from_iterable(e.offsets for e in encodings)),
                               dtype=np.int64, count=2 * ids.size).reshape(-1, 2)
-        starts, ends = char_to_byte_spans(texts, offsets, counts)
+        lengths = self._byte_len[ids] if normed is not None else None
+        if lengths is not None and np.array_equal(_per_text(lengths, counts), normed_bytes):
+            starts, ends = realigned(texts, normed, offsets, tile(lengths, counts)[0], counts, text_bytes)
+        else:
+            starts, ends = close_gaps(*char_to_byte_spans(texts, offsets, counts), counts, text_bytes)
         unk, byte = self._flags(ids)
         return Spans(ids, starts, ends, counts, unk, byte)
-
-    def _keeps_byte_lengths(self, texts: list[str]) -> bool:
-        """False when the normaliser changes some text's UTF-8 length, so its tokens cannot tile the input.
-
-        Deciding this before encoding spares encoding the batch twice (fast, then with offsets) when it does.
-        """
-        norm = self._tok.normalizer
-        if norm is None:
-            return True
-        return all(len(norm.normalize_str(t).encode()) == len(t.encode()) for t in texts)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)
@@ -242,3 +246,12 @@ TOKENIZER_JSON = Format("HF tokenizer.json", load_tokenizer_json, in_folder=("to
 VOCAB_MERGES = Format("GPT-2 style vocab.json + merges.txt", load_vocab_merges, in_folder=("vocab.json",),
                       companions=("merges.txt",), names=("vocab.json",))
 WORDPIECE = Format("WordPiece vocab.txt", load_wordpiece, in_folder=("vocab.txt",), suffixes=(".txt",))
+
+
+def _utf8_lengths(texts: Sequence[str]) -> np.ndarray:
+    return np.fromiter((len(t.encode()) for t in texts), dtype=np.int64, count=len(texts))
+
+
+def _per_text(lengths: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each text's sum of its tokens' ``lengths``."""
+    return np.bincount(np.repeat(np.arange(counts.size), counts), weights=lengths, minlength=counts.size)

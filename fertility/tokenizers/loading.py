@@ -58,12 +58,19 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     or a folder holding one.
     An unchanged file is loaded once per process and the same object returned: copy it before changing it.
     """
+    check_tokenizer_dir(tokenizer_dir)
     if isinstance(spec, Tokenizer):
         return spec
     if spec in KNOWN_TOKENIZERS:
         return _load_cached(_resolve_known(spec, tokenizer_dir), spec, spec)
     path = Path(spec).expanduser()
-    if path.exists():
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as e:  # a symlink loop, a name too long: not "no such file"
+        raise TokenizerLoadError(f"{spec}: cannot be read ({e.strerror or e})") from None
+    else:
         return _load_cached(path, _name_for(path), None)
     if os.sep not in spec and "/" not in spec and "." not in Path(spec).name:
         raise TokenizerLoadError(
@@ -73,9 +80,22 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     raise TokenizerLoadError(f"{spec}: no such tokenizer file or directory")
 
 
+def check_tokenizer_dir(tokenizer_dir: str | Path | None) -> None:
+    """A :class:`TokenizerLoadError` when a tokenizer folder is given (``--tokenizer-dir``) and is not a folder:
+    a mistyped one was ignored, and known names then came from elsewhere without a word."""
+    if tokenizer_dir is None:
+        return
+    path = Path(tokenizer_dir).expanduser()
+    if not path.is_dir():
+        what = "not a folder" if path.exists() else "no such folder"
+        raise TokenizerLoadError(f"--tokenizer-dir {tokenizer_dir}: {what} (expected the folder known "
+                                 "tokenizer names are found in)")
+
+
 def available_known(tokenizer_dir: str | Path | None = None) -> list[str]:
     """The known names whose files are found (in ``tokenizer_dir``, ``$FERTILITY_TOKENIZER_DIR`` or the
     repository's ``data/tokenizers``), in the order of ``KNOWN_TOKENIZERS``; nothing is loaded."""
+    check_tokenizer_dir(tokenizer_dir)
     found = []
     for name in KNOWN_TOKENIZERS:
         try:

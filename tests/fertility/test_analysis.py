@@ -6,6 +6,7 @@ import fertility
 from fertility.balance import balance
 from fertility.metrics import Metrics
 from fertility.premium import ParallelError, premium, read_parallel
+from fertility.scripts import SCRIPT_NAMES
 from fertility.traps import find_traps
 
 
@@ -131,5 +132,71 @@ def test_sampled_blocks_are_systematic_and_carry_across_batches():
     state = [0, 0]
     first = _sampled_blocks(docs[:5], state, 3)  # blocks 0, 1 and half of 2
     rest = _sampled_blocks(docs[5:], state, 3)
-    assert [len(u) for u in first] == [2] and [len(u) for u in rest] == [2]  # blocks 0 and 3
+    assert [(b, len(u)) for b, u in first] == [(0, 2)] and [(b, len(u)) for b, u in rest] == [(3, 2)]
     assert state == [6, 0]
+    # a sampled block that straddles two batches comes in two parts under one index
+    state = [0, 0]
+    assert [(b, len(u)) for b, u in _sampled_blocks(docs[:1], state, 3)] == [(0, 1)]
+    assert [(b, len(u)) for b, u in _sampled_blocks(docs[1:7], state, 3)] == [(0, 1), (3, 1)]
+
+
+def _one_script_counts(vocab_size: int, sid: int, chars: float, tokens: float):
+    from fertility.metrics import Counts
+
+    c = Counts(vocab_size)
+    for name in ("chars", "graphemes", "bytes", "words", "word_tokens", "boundaries", "pretokens"):
+        c.arrays[name][sid] = chars
+    c.arrays["tokens"][sid] = tokens
+    c.token_total = tokens
+    return c
+
+
+def test_a_quantity_held_by_one_sampled_block_has_no_interval():
+    from fertility.sampling import BlockStats
+
+    greek, latin = SCRIPT_NAMES.index("Greek"), SCRIPT_NAMES.index("Latin")
+    stats = BlockStats()
+    stats.add_block(_one_script_counts(10, latin, 100, 40), 0)
+    stats.add_block(_one_script_counts(10, greek, 30, 10), 4)  # the only block with Greek
+    stats.add_block(_one_script_counts(10, latin, 120, 40), 8)
+    assert stats.half_width("chars_per_token", greek, 0.25) is None  # one block: no spread, not "± 0"
+    assert stats.half_width("chars_per_token", latin, 0.25) > 0
+    # two parts of one block (it straddled two batches) are one block: still no interval for Greek
+    split = BlockStats()
+    split.add_block(_one_script_counts(10, greek, 30, 10), 0)
+    split.add_block(_one_script_counts(10, greek, 20, 10), 0)
+    split.add_block(_one_script_counts(10, latin, 100, 40), 4)
+    assert split.half_width("chars_per_token", greek, 0.25) is None and split.blocks == 2
+    assert split.sums["chars"][greek] == 50
+
+
+def test_sampled_intervals_cover_exact_mode_on_real_text(gpt2, sample_dir):
+    """Every interval of a sampled report against the exact report on the same real text (bn literature and
+    en wiki, where Greek and a few other scripts appear in a handful of blocks): a stated interval is never
+    0 where the estimate is off, and most of them hold the exact value."""
+    texts = {lang: [d.text for d in fertility.iter_documents(str(sample_dir / lang / name), max_chars=150_000)]
+             for lang, name in (("bn", "literature-bnarchive.txt.gz"), ("en", "wiki-en-chinapedia.txt.gz"))}
+    exact = fertility.analyze([gpt2], texts, progress=False).tokenizers[0]
+    sampled = fertility.analyze([gpt2], texts, progress=False, detail_every=4).tokenizers[0]
+    pairs = [(m, exact.scripts[name]) for name, m in sampled.scripts.items()]
+    pairs += [(m, exact.languages[lang]) for lang, m in sampled.languages.items()]
+    stated = covered = 0
+    for est, ex in pairs:
+        for rate, hw in est.ci95.items():
+            if hw is None:
+                continue
+            stated += 1
+            off = abs(getattr(est, rate) - getattr(ex, rate))
+            assert hw > 0 or off < 1e-9, (rate, getattr(est, rate), getattr(ex, rate))
+            covered += off <= 1.96 * hw + 1e-9
+    assert sum(hw is None for m, _ in pairs for hw in m.ci95.values()) > 0  # the rare scripts: null
+    assert stated > 20 and covered / stated >= 0.8, (covered, stated)
+
+
+def test_an_estimate_without_an_interval_says_so_in_the_tables():
+    from fertility.report import _estimate
+
+    m = Metrics(chars=30, tokens=10, sample_share=0.25, ci95={"chars_per_token": None, "tokens_per_word": 0.5})
+    assert _estimate(m, "chars_per_token", "{:.2f}") == "3.00 ±?"
+    assert _estimate(m, "tokens_per_word", "{:.2f}").endswith(" ±0.50")
+    assert _estimate(Metrics(chars=30, tokens=10), "chars_per_token", "{:.2f}") == "3.00"  # exact: no ±

@@ -232,3 +232,30 @@ def test_flores_errors_come_before_any_work(tmp_path, sample_dir, capsys):
     code, _, err = run(["--tokenizer", "gpt2", "--flores", str(flores), "--reference", "en",
                         "--out", str(tmp_path / "r")], capsys)
     assert code == 2 and "reference language 'en' is not among" in err and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("where", ["missing", "a file"])
+def test_a_tokenizer_dir_that_is_not_a_folder_is_refused(tmp_path, texts, capsys, input_error, where):
+    folder = tmp_path / "tokenizers"
+    if where == "a file":
+        folder.write_text("not a folder")
+    out = tmp_path / "rep"
+    code, _, err = run(["--tokenizer", "gpt2", *texts, "--max-chars", "2000", "--tokenizer-dir", str(folder),
+                        "--out", str(out)], capsys)
+    input_error(code, err, "--tokenizer-dir", str(folder))
+    assert not out.exists()
+
+
+def test_the_same_file_twice_under_one_label_is_refused(tmp_path, sample_dir, capsys, input_error):
+    path = sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"
+    link = tmp_path / "same.txt.gz"
+    link.symlink_to(path)
+    out = tmp_path / "rep"
+    code, _, err = run(["--tokenizer", "gpt2", "--text", f"bn={path}", "--text", f"bn={link}",
+                        "--max-chars", "2000", "--out", str(out)], capsys)
+    input_error(code, err, "bn", "same.txt.gz", "twice")
+    assert not out.exists()
+    # the same file under two labels is two measurements, as asked
+    code, _, err = run(["--tokenizer", "gpt2", "--text", f"bn={path}", "--text", f"as={link}",
+                        "--max-chars", "2000", "--out", str(out)], capsys)
+    assert code == 0, err

@@ -7,6 +7,7 @@ from :meth:`Tokenizer.pretokenize`; only each character's script comes from ``fe
 
 from __future__ import annotations
 
+import bisect
 import unicodedata
 
 import numpy as np
@@ -59,11 +60,31 @@ def reference_spans(tok, text: str, aligned: bool = False) -> tuple[list[int], l
         enc = tok._tok.encode(text, add_special_tokens=False)
         ids = enc.ids
         lengths = [len(bytes(_BYTE_OF[c] for c in t)) for t in enc.tokens]
-        if aligned or sum(lengths) != len(text.encode()):
+        if aligned:
+            return ids, _realigned_spans(tok, text, enc, lengths)
+        if sum(lengths) != len(text.encode()):
             to_byte = np.concatenate([[0], np.cumsum([len(c.encode()) for c in text])])
             return ids, [(int(to_byte[a]), int(to_byte[b])) for a, b in enc.offsets]
     ends = np.cumsum(lengths).tolist()
     return ids, [(e - n, e) for e, n in zip(ends, lengths, strict=True)]
+
+
+def _realigned_spans(tok, text: str, enc, lengths: list[int]) -> list[tuple[int, int]]:
+    """Spans that tile ``text``, token by token: each token starts at the original position of the normalised
+    character its first byte falls in (the library's offset), plus the bytes into that character (never past
+    the original character's last byte), and ends where the next one starts."""
+    normed = tok._tok.normalizer.normalize_str(text)
+    assert sum(lengths) == len(normed.encode())
+    n_byte = np.concatenate([[0], np.cumsum([len(c.encode()) for c in normed])]).tolist()
+    to_byte = np.concatenate([[0], np.cumsum([len(c.encode()) for c in text])]).tolist()
+    starts, p = [], 0
+    for k, (length, (a, _)) in enumerate(zip(lengths, enc.offsets, strict=True)):
+        j = bisect.bisect_right(n_byte, p) - 1
+        within = p - n_byte[j]
+        pos = 0 if k == 0 else to_byte[a] + min(within, len(text[a].encode()) - 1)
+        starts.append(max(pos, starts[-1]) if starts else pos)
+        p += length
+    return list(zip(starts, [*starts[1:], len(text.encode())], strict=True))
 
 
 def reference_counts(tok, text: str, after: int | None, aligned: bool) -> tuple[dict[str, np.ndarray], dict[int, set[int]]]:

@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 
 from fertility.cli import main
 from fertility.explorer import MAX_TEXT_BYTES, explore
+from fertility.faults import BLOCK_ENV
 from fertility.serve import App, Shelf, listen, url_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +128,37 @@ def test_a_body_over_the_limit_is_not_read(client):
 def test_only_json_posts_from_its_own_host(client):
     assert client.post("/api/explore", data={"texts": "x"}).status_code == 415  # a cross-site form post
     assert client.get("/", headers={"Host": "attacker.example"}).status_code == 400  # DNS rebinding
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.1:8000", "127.0.0.2:9", "127.255.255.254", "[::1]",
+                                  "[::1]:8000", "localhost", "localhost:8000", "LocalHost"])
+def test_every_loopback_form_of_host_is_answered(client, host):
+    assert client.get("/", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "127.0.0.1.evil.example", "[::1].evil",
+                                  "localhost.evil.example", "[::2]:80", "10.0.0.1", "", "[::1"])
+def test_a_host_that_is_not_loopback_is_refused(client, host):
+    r = client.get("/", headers={"Host": host})
+    assert r.status_code == 400 and "host" in r.text.lower()
+
+
+@pytest.mark.parametrize("body, words", [
+    (b"[" * 200_000, "nests deeper"),
+    (b'{"texts": {"en": "' + b"[" * 200_000 + b'"}, "tokenizers": ["gpt2"]}', None),  # brackets in a string: text
+    (b'{"texts": {"en": "say \\"' + b"[" * 100 + b'\\" and \\\\"}, "tokenizers": ["gpt2"]}', None),
+    (b'{"texts": {"en": "x', "expected a JSON body"),
+    (b'{"texts": {"en": "' + b'\\"[' * 2000, "expected a JSON body"),  # unterminated: its brackets are text
+    (b'{"texts": {"en": "a \\ud800 b"}, "tokenizers": ["gpt2"]}', "not valid Unicode"),
+    (b'{"texts": {"\\udfff": "text"}, "tokenizers": ["gpt2"]}', "label"),
+], ids=["deep", "brackets-in-text", "escaped-quotes", "broken-json", "unterminated", "lone-surrogate", "surrogate-label"])
+def test_odd_json_gets_a_message_and_no_traceback(client, body, words, capfd):
+    r = client.post("/api/explore", content=body, headers={"Content-Type": "application/json"})
+    if words is None:
+        assert r.status_code == 200, r.text
+    else:
+        assert r.status_code == 400 and words in r.json()["error"], r.text
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_tokenizers_load_once(shipped_tokenizers, monkeypatch):
@@ -333,13 +365,13 @@ def test_a_port_in_use_exits_2(capsys, input_error, shipped_tokenizers):
     input_error(code, err, "--port", port)
 
 
-def start(*args: str) -> tuple[subprocess.Popen, str]:
+def start(*args: str, **env_extra: str) -> tuple[subprocess.Popen, str]:
     """``fertility serve`` in a subprocess; returns it and its URL, read from the line it prints."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env_extra}
     proc = subprocess.Popen([sys.executable, "-m", "fertility", "serve", "--port", "0", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # the URL line, printed once the socket listens (EOF if it died)
-    assert line.startswith("fertility serve: http://127.0.0.1:") or "0.0.0.0" in line, (line, proc.stderr.read())
+    assert line.startswith("fertility serve: http://"), (line, proc.stderr.read())
     return proc, line.split()[2]
 
 
@@ -367,3 +399,39 @@ def test_another_host_than_loopback_warns():
     lines = err.splitlines()
     assert len(lines) == 2 and "warning: listening on 0.0.0.0, not on loopback" in lines[0], err
 
+
+@pytest.mark.slow
+def test_the_host_check_holds_on_ipv6_loopback(interrupt):
+    proc, url = start("--host", "::1")
+    assert url.startswith("http://[::1]:")
+
+    def checked() -> None:
+        assert httpx.get(url, headers={"Host": "evil.example"}, timeout=60).status_code == 400
+        assert httpx.get(url, timeout=60).status_code == 200  # Host: [::1]:PORT, what a browser sends
+
+    _, err = interrupt(proc, signal.SIGINT, ready=checked, timeout=60)
+    assert "warning" not in err
+
+
+@pytest.mark.slow
+def test_a_stop_during_a_long_request_prints_only_the_stop_line(interrupt, tmp_path):
+    """Ctrl-C while a request's measuring runs past the grace period (held by fertility.faults): the client
+    gets a 503 that says why, the terminal one stop line (no uvicorn CancelledError traceback)."""
+    started = tmp_path / "measuring"
+    proc, url = start(**{BLOCK_ENV: str(started)})
+    answer = {}
+    client = threading.Thread(target=lambda: answer.update(r=httpx.post(
+        url + "api/explore", json={"texts": {"en": "long"}, "tokenizers": ["gpt2"]}, timeout=120)))
+    client.start()
+
+    def measuring() -> None:  # synchronise on the file the blocked measuring writes, never on time
+        while not started.exists():
+            assert proc.poll() is None and client.is_alive(), (proc.poll(), answer)
+            os.sched_yield()
+
+    try:
+        interrupt(proc, signal.SIGINT, ready=measuring, timeout=120)
+    finally:
+        client.join(timeout=120)
+    r = answer["r"]
+    assert r.status_code == 503 and "stopping" in r.json()["error"], r.text

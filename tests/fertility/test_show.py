@@ -169,3 +169,10 @@ def test_unk_and_byte_fallback_tokens_are_marked(shared_tok):
         assert flagged > 0  # a WordPiece UNK for the emoji, llama2's <0x..> pieces for the rare characters
         cells = "".join(re.findall(rf"<div class='cell' data-tokenizer='{name}'.*?</div>", page, flags=re.S))
         assert len(re.findall(rf'class="tok[^"]*\b{cls}\b[^"]*" title="[^"]*{title}', cells)) == flagged
+
+
+@pytest.mark.parametrize("texts, words", [(12345, "texts must be"), ({"bn": 7}, "texts['bn'] must be"),
+                                          (["আমি"], "texts must be")])
+def test_show_names_what_it_expected(texts, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        fertility.show(texts, ["gpt2"])

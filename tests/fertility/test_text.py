@@ -160,3 +160,66 @@ def test_a_5_mib_line_comes_as_pieces_of_at_most_2_mib(tmp_path):
     p.write_bytes(("শব্দ word " * 400_000).encode())  # 5.6 MB, no newline
     sizes = [len(d.text.encode()) for d in iter_documents(str(p))]
     assert len(sizes) >= 3 and max(sizes) <= 2 << 20 and sum(sizes) == p.stat().st_size
+
+
+def test_max_chars_holds_within_one_long_line(tmp_path):
+    """A one-line file longer than the cap: the document is cut at the cap (it was one 1 MiB piece, ten times
+    --max-chars 100000), and only the head of the file is read."""
+    words = [f"শব্দ{i}" if i % 3 else f"word{i}" for i in range(400_000)]
+    p = tmp_path / "one-line.txt"
+    p.write_bytes(" ".join(words).encode())  # about 4.6 MB, no newline
+    counters = {}
+    docs = list(iter_documents(str(p), max_chars=100_000, counters=counters))
+    assert sum(len(d.text) for d in docs) <= 100_000 and sum(len(d.text) for d in docs) > 99_000
+    assert counters["chars"] == sum(len(d.text) for d in docs)
+    assert docs[-1].text.endswith(" ") and " ".join(words).startswith("".join(d.text for d in docs))
+    # whole documents stay whole: a line shorter than the cap is kept, even past the cap
+    short = tmp_path / "lines.txt"
+    short.write_text("a" * 60 + "\n" + "b" * 60 + "\n" + "c" * 60 + "\n")
+    assert [len(d.text) for d in iter_documents(str(short), max_chars=100)] == [60, 60]
+
+
+def test_a_field_on_a_text_file_is_refused(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("আমি\n")
+    for spec in (f"bn={p}:text", f"bn={p}.gz:body"):
+        with pytest.raises(TextError, match=r"a \.txt file has no fields"):
+            parse_text_arg(spec)
+    assert parse_text_arg(f"bn={tmp_path / 'x.jsonl'}:body").field == "body"
+
+
+def test_a_symlink_loop_is_not_called_missing(tmp_path):
+    loop = tmp_path / "loop.txt"
+    loop.symlink_to(loop)
+    with pytest.raises(TextError) as e:
+        list(iter_documents(str(loop)))
+    assert "loop.txt" in str(e.value) and "no such file" not in str(e.value)
+    assert "symbolic links" in str(e.value)
+
+
+def test_a_hub_dataset_offline_fails_at_once_in_one_line(monkeypatch):
+    """No network: a quick check of the hub's address fails before datasets' retries (11 lines, 25 s);
+    with HF_HUB_OFFLINE set the check is skipped (datasets looks in its cache only). No network is used."""
+    import socket
+
+    import datasets
+
+    def unreachable(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    def not_called(*args, **kwargs):
+        pytest.fail("datasets.load_dataset was called")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(datasets, "load_dataset", not_called)
+    with pytest.raises(TextError) as e:
+        list(iter_documents("hf:no-such/dataset"))
+    message = str(e.value)
+    assert "\n" not in message and "hf:no-such/dataset" in message and "HF_HUB_OFFLINE" in message
+    checked = []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("network checked offline"))
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: checked.append(a) or iter([{"text": "আমি"}]))
+    assert [d.text for d in iter_documents("hf:some/dataset")] == ["আমি"] and checked

@@ -1,6 +1,7 @@
 import gzip
 import os
 
+import numpy as np
 import pytest
 
 from fertility.tokenizers import KNOWN_TOKENIZERS, Tokenizer, TokenizerLoadError, load_tokenizer
@@ -324,3 +325,101 @@ def test_a_format_is_one_entry_in_formats(tmp_path, monkeypatch):
     (tmp_path / "x.bin").write_bytes(b"\x00")
     with pytest.raises(TokenizerLoadError, match=r"x\.bin: not a file of a known tokenizer format \(word list\)"):
         load_tokenizer(str(tmp_path / "x.bin"))
+
+
+@pytest.fixture(scope="module")
+def nfc_bpe(tmp_path_factory, sample_dir):
+    """A byte-level BPE with an NFC normaliser, as every tokenizer tokenizers-train makes (and qwen2.5),
+    trained here in well under a second on the sample's Bangla poems."""
+    from tokenizers import Tokenizer as HfTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+    import fertility
+
+    docs = [d.text for d in fertility.iter_documents(str(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"),
+                                                     max_chars=60_000)]
+    t = HfTokenizer(models.BPE())
+    t.normalizer = normalizers.NFC()
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    t.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=2000, show_progress=False,
+                                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path_factory.mktemp("nfc_bpe") / "tokenizer.json"
+    t.save(str(path))
+    return load_tokenizer(str(path)), docs
+
+
+def test_overlapping_spans_put_their_boundary_inside_the_character():
+    """Byte pieces of one character (each given the whole character's span) and a character a normaliser
+    split: the boundaries fall inside it, one byte apart, and the spans tile the text."""
+    from fertility.tokenizers.base import close_gaps
+
+    starts, ends = np.array([0, 0, 0, 3, 6]), np.array([3, 3, 3, 6, 9])  # ক as 3 byte pieces, then two tokens
+    s, e = close_gaps(starts, ends, np.array([5]), np.array([9]))
+    assert s.tolist() == [0, 1, 2, 3, 6] and e.tolist() == [1, 2, 3, 6, 9]
+    # an NFC ো (3 bytes at 3..6) decomposed by the normaliser, a token boundary between its halves
+    s, e = close_gaps(np.array([0, 3]), np.array([6, 9]), np.array([2]), np.array([9]))
+    assert s.tolist() == [0, 4] and e.tolist() == [4, 9]
+
+
+def test_spans_of_a_normalising_tokenizer_tile_decomposed_text(nfc_bpe):
+    """NFD input: the folded vowel sign lies inside the token that absorbed it, not in a gap between tokens."""
+    import unicodedata
+
+    tok, _ = nfc_bpe
+    text = unicodedata.normalize("NFD", "কোথায় আছো")
+    assert text != unicodedata.normalize("NFC", text)
+    spans = tok.encode_spans([text, "", text])
+    assert spans.counts[1] == 0
+    for i in (0, 2):
+        lo = int(spans.counts[:i].sum())
+        s, e = spans.starts[lo:lo + spans.counts[i]], spans.ends[lo:lo + spans.counts[i]]
+        assert s[0] == 0 and e[-1] == len(text.encode()) and (s[1:] == e[:-1]).all(), (s, e)
+
+
+def test_nfc_and_nfd_text_give_the_same_tokens_and_broken_grapheme_rate(nfc_bpe):
+    import unicodedata
+
+    import fertility
+
+    tok, docs = nfc_bpe
+    forms = {form: [unicodedata.normalize(form, d) for d in docs] for form in ("NFC", "NFD")}
+    assert sum(a != b for a, b in zip(forms["NFC"], forms["NFD"], strict=True)) > len(docs) // 2
+    m = {form: fertility.analyze([tok], {"bn": texts}, progress=False).tokenizers[0].languages["bn"]
+         for form, texts in forms.items()}
+    assert tok.encode_ids(forms["NFC"]) == tok.encode_ids(forms["NFD"])
+    assert m["NFC"].tokens == m["NFD"].tokens and m["NFC"].boundaries == m["NFD"].boundaries
+    assert m["NFD"].broken_grapheme_rate == pytest.approx(m["NFC"].broken_grapheme_rate)
+    assert m["NFD"].broken_boundaries == m["NFC"].broken_boundaries
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "bangla-bert-base"])
+def test_nfd_text_breaks_the_same_clusters_as_nfc(shared_tok, sample_dir, name):
+    """qwen2.5 normalises to NFC and its byte-level tokens often end inside a character: NFD input (through
+    the library's offsets) must count those boundaries as NFC input (through byte lengths) does. BERT's
+    normaliser decomposes instead: a boundary between the two halves of an NFC ``ো`` is inside it."""
+    import itertools
+    import unicodedata
+
+    import fertility
+
+    tok = shared_tok(name)
+    docs = [d.text for d in itertools.islice(fertility.iter_documents(
+        str(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"), max_chars=40_000), 40)]
+    m = {form: fertility.analyze([tok], {"bn": [unicodedata.normalize(form, d) for d in docs]},
+                                 progress=False).tokenizers[0].languages["bn"] for form in ("NFC", "NFD")}
+    assert m["NFC"].tokens == m["NFD"].tokens and m["NFC"].boundaries == m["NFD"].boundaries
+    assert m["NFD"].broken_boundaries == m["NFC"].broken_boundaries
+
+
+def test_a_tokenizer_folder_that_is_not_one_and_a_link_loop_are_named(tmp_path, shipped_tokenizers):
+    from fertility.tokenizers import available_known
+
+    for call in (lambda: load_tokenizer("gpt2", tmp_path / "missing"), lambda: available_known(tmp_path / "missing"),
+                 lambda: load_tokenizer(str(shipped_tokenizers / "gpt2"), tmp_path / "missing")):
+        with pytest.raises(TokenizerLoadError, match=r"--tokenizer-dir .*missing: no such folder"):
+            call()
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(TokenizerLoadError, match=r"loop\.json: cannot be read \(Too many levels of symbolic links"):
+        load_tokenizer(str(loop))
