@@ -159,10 +159,10 @@ def tokenizers_train(data, at):
             *option(data, at, "--out", "fresh", OUTPUT_PLACES), *overwrite(data)]
 
 
-# The work folder is drawn from the places its role refuses up front. A user's folder that the build may use
-# (what is deleted there is the ownership rule's: docs/contract.md) is left to that rule's own tests until
-# both are on one branch; at 8847140 this draw found `--work-dir data` removing the inputs' folder.
-WORK_PLACES = ["data", ".", "cwd", "data/bn.txt", "user/notes.txt", "x" * 300]
+# The work folder is drawn from every place a user might name: the ones its role refuses up front, and a user's
+# folder and a link to it, which the ownership rule refuses because they hold files it did not make (at
+# 8847140 this draw found `--work-dir data` removing the inputs' folder).
+WORK_PLACES = ["data", ".", "cwd", "data/bn.txt", "user/notes.txt", "user", "link", "x" * 300]
 
 
 def _corpus(data, at, command: str) -> list[str]:
