@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=cli.non_negative_int,
                    help="optimizer steps (0 with --time-budget-s: fit the budget)")
+    p.add_argument("--replan-schedule", action="store_true",
+                   help="with --resume and a new --max-steps: go on from the checkpoint's learning rate down to "
+                        "the floor at the new last step (without it another --max-steps is refused)")
     p.add_argument("--time-budget-s", type=cli.non_negative_float, metavar="SECONDS",
                    help="stop (and checkpoint) after this many seconds (0: no limit)")
     p.add_argument("--micro-batch", type=cli.positive_int, help="sequences per device per forward pass")
@@ -231,7 +234,8 @@ def train(cfg: RunConfig, run_dir: Path, args: argparse.Namespace, final_eval: F
         runtime.fsdp = runtime.distributed and distributed.use_fsdp(cfg.train.fsdp, count_parameters(cfg.model),
                                                                     runtime)
         dataset = open_dataset(cfg.data.path)
-        trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from)
+        trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from,
+                          replan=args.replan_schedule)
         report = run_preflight(trainer)
         if runtime.is_main:
             run_dir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ import torch
 from common.fileio import write_json
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
+from pretrain.config import fit_warmup
 from pretrain.guard import run_plan
 from pretrain.model.gpt import build_model, parameter_counts
 from pretrain.train import distributed
@@ -203,6 +204,13 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    for lang, stream in ds.val.items():
+        # The validation scores whole windows of seq_len + 1 tokens; a shorter stream would stop the run at its
+        # first validation (step train.eval_interval), so it is refused here, before any step.
+        if len(stream) < cfg.seq_len + 1:
+            problems.append(f"{ds.path}: the {lang} validation shards hold {len(stream):,} tokens, fewer than one "
+                            f"sequence of {cfg.seq_len + 1:,} (seq_len {cfg.seq_len:,} + 1); build the shards "
+                            "with more --val-tokens, or set data.seq_len lower")
     if cfg.train.tensorboard and rt.is_main:
         try:  # imported now, not at the first log: a missing package stops the launch before step 1
             import torch.utils.tensorboard  # noqa: F401
@@ -248,6 +256,7 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             cfg.train.max_steps = max(int(0.9 * cfg.train.time_budget_s / step_s), 1)
             # A run cut to fit a short budget still gets most of its steps at the peak learning rate.
             cfg.optim.warmup_steps = min(cfg.optim.warmup_steps, max(cfg.train.max_steps // 5, 1))
+            fit_warmup(cfg.optim, cfg.train.max_steps)
         remaining = max(cfg.train.max_steps - trainer.step, 0)
         report.estimate = {"kind": "estimate from the measured burst", "steps_remaining": remaining,
                            "seconds": remaining * step_s, "hours": remaining * step_s / 3600,

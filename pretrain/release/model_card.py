@@ -193,6 +193,9 @@ def _training_section(inputs: CardInputs) -> list[str]:
     o = c.optim
     schedule = (f"linear warmup over {o.warmup_steps} steps to {o.lr:g}, then "
                 f"{SCHEDULES[o.schedule].describe(o)} at step {c.train.max_steps:,}")
+    if o.replan_step:
+        schedule += (f"; re-planned on resume at step {o.replan_step:,} (`--replan-schedule`): from {o.replan_lr:.3g} "
+                     f"down to the floor at step {c.train.max_steps:,}")
     params = parameter_counts(c.model).exported_total
     return ["## Training", "", "| | |", "|---|---|",
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",
