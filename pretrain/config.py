@@ -72,7 +72,8 @@ def _cosine(step: int, o: OptimConfig, max_steps: int) -> float:
 
 def _wsd(step: int, o: OptimConfig, max_steps: int) -> float:
     peak, floor = o.lr, o.lr * o.min_lr_ratio
-    decay_start = max(o.warmup_steps, int(max_steps * (1 - o.decay_fraction)))
+    # The decay starts by update max_steps - 2 at the latest, so that even a short run ends at the floor.
+    decay_start = max(o.warmup_steps, min(int(max_steps * (1 - o.decay_fraction)), max_steps - 2))
     if step < decay_start:
         return peak
     progress = (step - decay_start) / max(max_steps - 1 - decay_start, 1)
@@ -363,25 +364,25 @@ def preset(name: str, vocab_size: int) -> RunConfig:
 
 
 def derive_steps(cfg: RunConfig) -> RunConfig:
-    """max_steps from the token budget where the config gives a budget and no step count; the warmup fitted
-    to the steps (:func:`fit_warmup`)."""
+    """max_steps from the token budget where the config gives a budget and no step count."""
     tc = cfg.train
     if tc.token_budget < 0:
         raise InputError(f"train.token_budget must be >= 0, got {tc.token_budget}")
     if not tc.max_steps and tc.token_budget:
         tc.max_steps = math.ceil(tc.token_budget / tc.global_batch_tokens)
-    fit_warmup(cfg.optim, tc.max_steps)
     return cfg
 
 
-def fit_warmup(optim: OptimConfig, max_steps: int) -> None:
-    """Shorten a warmup that would reach the last update, so that the schedule reaches its peak and ends at its
-    floor at the last update: the decay needs the warmup to end by update ``max_steps - 2`` (with warmup 3 over
-    4 steps the rates were 0.333, 0.667, 1.0, 1.0 of the peak, never the floor). Such a warmup becomes a fifth
-    of the steps (at least 1), as a run sized by its time budget gets (`pretrain.guard.preflight`): `tiny`'s
-    30 over 20 steps become 4. A warmup that fits is left alone; 0 steps means not planned yet."""
+def effective_warmup(optim: OptimConfig, max_steps: int) -> int:
+    """The warmup a run of ``max_steps`` updates gets: ``optim.warmup_steps``, unless that would reach the last
+    update. The schedule must reach its peak and end at its floor at the last update, so the decay needs the
+    warmup to end by update ``max_steps - 2`` (warmup 3 over 4 steps gave 0.333, 0.667, 1.0, 1.0 of the peak,
+    never the floor). Such a warmup becomes a fifth of the steps (at least 1), as a run sized by its time
+    budget gets (`pretrain.guard.preflight`): `tiny`'s 30 over 20 steps become 4. The config keeps what was
+    asked; the learning rate (`pretrain.train.optim.lr_at`), the plan and the model card use this."""
     if max_steps and optim.warmup_steps > max_steps - 2:
-        optim.warmup_steps = min(max(max_steps // 5, 1), max(max_steps - 2, 0))
+        return min(max(max_steps // 5, 1), max(max_steps - 2, 0))
+    return optim.warmup_steps
 
 
 def _coerce(value: str, annotation: Any, key: str) -> Any:

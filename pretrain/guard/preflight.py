@@ -26,7 +26,6 @@ import torch
 from common.fileio import write_json
 from corpus.shards import ShardError
 from corpus.verify import verify_shards
-from pretrain.config import fit_warmup
 from pretrain.guard import run_plan
 from pretrain.model.gpt import build_model, parameter_counts
 from pretrain.train import distributed
@@ -256,7 +255,6 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             cfg.train.max_steps = max(int(0.9 * cfg.train.time_budget_s / step_s), 1)
             # A run cut to fit a short budget still gets most of its steps at the peak learning rate.
             cfg.optim.warmup_steps = min(cfg.optim.warmup_steps, max(cfg.train.max_steps // 5, 1))
-            fit_warmup(cfg.optim, cfg.train.max_steps)
         remaining = max(cfg.train.max_steps - trainer.step, 0)
         report.estimate = {"kind": "estimate from the measured burst", "steps_remaining": remaining,
                            "seconds": remaining * step_s, "hours": remaining * step_s / 3600,

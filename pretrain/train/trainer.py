@@ -30,7 +30,7 @@ from tqdm import tqdm
 from common.errors import InputError
 from common.fileio import read_jsonl, write_json
 from common.signals import StopRequest
-from pretrain.config import OptimConfig, RunConfig
+from pretrain.config import OptimConfig, RunConfig, effective_warmup
 from pretrain.model.gpt import GPTConfig, build_model
 from pretrain.train import distributed, rundir
 from pretrain.train.checkpoint import (
@@ -75,7 +75,7 @@ def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None
                          f"another count re-stretches its learning-rate schedule (the rate of step {step + 1}: "
                          f"{lr_was:.3g} as planned, {lr_at(step, cfg.optim, now):.3g} stretched); keep --max-steps {was}, or pass --replan-schedule "
                          f"to go on from {lr_was:.3g} down to the floor at step {now}")
-    if step >= before.warmup_steps:  # within the warmup, a longer or shorter decay ahead changes no rate yet
+    if step >= effective_warmup(before, was):  # within the warmup, a longer or shorter decay ahead changes no rate yet
         cfg.optim.replan_step, cfg.optim.replan_lr = step, lr_was
 
 
@@ -110,8 +110,6 @@ class Trainer:
                                       "checkpoint to continue from; start a new run in another --out, or "
                                       "continue from a checkpoint file with --resume-from")
         self.branch = bool(resume_from)
-        if state:
-            _check_schedule(cfg, state, replan)
         check_compatible(dataset, cfg.model.vocab_size, tokenizer=cfg.data.tokenizer,
                          expected_sha256=state["tokenizer"]["sha256"] if state else "",
                          expected_from=f"checkpoint {self.resumed_from}")
@@ -119,6 +117,8 @@ class Trainer:
         if state and GPTConfig(**state["config"]["model"]) != cfg.model:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
+        if state:
+            _check_schedule(cfg, state, replan)
         torch.set_num_threads(cfg.train.threads or cpu_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         if runtime.device.type == "cuda":
             # The fp32 pieces (norms, the loss's upcast logits) may use TF32 tensor cores, as in `pretrain bench`.
