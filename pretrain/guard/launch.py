@@ -50,8 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run directory (checkpoints, metrics, eval): a new or empty folder, or with --resume a run "
                         "to continue; required unless --dry-run")
     p.add_argument("--resume", action="store_true",
-                   help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
-                        "named and kept); a RUN that does not exist yet is started from --config and --data")
+                   help="continue RUN from the checkpoint its latest.json names, or the newest before it on the "
+                        "same line that verifies (corrupt ones are skipped, named and moved aside as .corrupt); a "
+                        "run with none is refused; a RUN that does not exist yet is started from --config and --data")
     p.add_argument("--resume-from", metavar="CHECKPOINT",
                    help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=cli.non_negative_int,

@@ -135,10 +135,15 @@ def _read_meta(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def lineage(latest: dict[str, Any]) -> list[list[int]]:
-    """The live lineage ``[[line, after_step], ...]`` of ``latest.json``'s content; a run of a version before
-    lineages (or a new run) is line 1 from step 0."""
-    return [list(e) for e in latest.get("lineage") or [[1, 0]]]
+def lineage(latest: dict[str, Any], run_dir: str | os.PathLike | None = None) -> list[list[int]]:
+    """The live lineage ``[[line, after_step], ...]`` of ``latest.json``'s content; without one (a new run, a run
+    of a version before lineages, a latest.json lost), the newest complete checkpoint's of ``run_dir``, else
+    line 1 from step 0."""
+    found = latest.get("lineage")
+    if not found and run_dir is not None:
+        metas = [m for _, m in _complete(run_dir) if m.get("lineage")]
+        found = max(metas, key=lambda m: m["step"])["lineage"] if metas else None
+    return [list(e) for e in found or [[1, 0]]]
 
 
 def _owner(lines: list[list[int]], step: int) -> int | None:
@@ -163,7 +168,7 @@ def _complete(run_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
 
 def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     """Complete step checkpoints (with their sidecar) of the live line, oldest first."""
-    lines = lineage(read_latest(run_dir))
+    lines = lineage(read_latest(run_dir), run_dir)
     return [p for p, meta in _complete(run_dir) if _on_line(meta, lines)]
 
 
@@ -207,7 +212,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, state: dict[str, Any]
     for stale in ckdir.glob(".*.tmp"):  # left by a writer that was killed; this process is the only writer
         stale.unlink(missing_ok=True)
     latest = read_latest(run_dir)
-    lines = lineage(latest)
+    lines = lineage(latest, run_dir)
     path = ckdir / f"step_{step:08d}.pt"
     sha = _save_file(state, path, before_publish)
     meta = {"file": path.name, "step": step, "sha256": sha, "bytes": path.stat().st_size,
@@ -271,7 +276,7 @@ def resume_checkpoint(run_dir: str | os.PathLike) -> tuple[Path, dict[str, Any],
     checkpoint at all.
     """
     latest = read_latest(run_dir)
-    lines, last = lineage(latest), latest.get("step")
+    lines, last = lineage(latest, run_dir), latest.get("step")
     skipped: list[tuple[Path, str]] = []
     for path, meta in reversed(_complete(run_dir)):
         if not _on_line(meta, lines) or (last is not None and int(meta.get("step", 0)) > last):
@@ -311,7 +316,7 @@ def adopt(run_dir: str | os.PathLike, source: Path, corrupt: list[Path], *,
             if p.exists():
                 moved.append((p, _move(p, p.with_name(p.name + ".corrupt"))))
     latest = read_latest(run_dir)
-    lines = lineage(latest)
+    lines = lineage(latest, run_dir)
     meta = _read_meta(source) or {}
     step = int(meta.get("step", 0))
     in_run = source.resolve().parent == ckdir.resolve()
