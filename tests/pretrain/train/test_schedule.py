@@ -79,3 +79,16 @@ def test_a_replanned_schedule_goes_on_from_the_rate_it_had(micro, synthetic_shar
     assert lr_at(450, old, 1800) > 1.5 * at  # what the stretched cosine would have jumped to
     assert lr_at(1799, new, 1800) == pytest.approx(0.1)
     assert lr_at(1000, new, 1800) < at
+
+
+def test_the_model_card_says_the_warmup_used_and_the_replan():
+    from pretrain.release.model_card import CardInputs, _training_section
+
+    cfg = apply_overrides(preset("tiny", 512), ["train.max_steps=20"])
+    card = "\n".join(_training_section(CardInputs(name="m", config=cfg, step=20, tokens_seen=20480,
+                                                  checkpoint_sha256="0" * 64, tokenizer={}, dtype="float32")))
+    assert "linear warmup over 4 steps" in card and "re-planned" not in card
+    cfg.optim.replan_step, cfg.optim.replan_lr = 8, 1e-3
+    card = "\n".join(_training_section(CardInputs(name="m", config=cfg, step=20, tokens_seen=20480,
+                                                  checkpoint_sha256="0" * 64, tokenizer={}, dtype="float32")))
+    assert "re-planned on resume at step 8 (`--replan-schedule`): from 0.001 down to the floor at step 20" in card
