@@ -73,9 +73,11 @@ def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None
     if not replan:
         raise InputError(f"--max-steps {now}: the checkpoint at step {step} was planned for {was} steps, and "
                          f"another count re-stretches its learning-rate schedule (the rate of step {step + 1}: "
-                         f"{lr_was:.3g} as planned, {lr_at(step, cfg.optim, now):.3g} stretched); keep --max-steps {was}, or pass --replan-schedule "
-                         f"to go on from {lr_was:.3g} down to the floor at step {now}")
-    if step >= effective_warmup(before, was):  # within the warmup, a longer or shorter decay ahead changes no rate yet
+                         f"{lr_was:.3g} as planned, {lr_at(step, cfg.optim, now):.3g} stretched); keep "
+                         f"--max-steps {was}, or pass --replan-schedule to go on from {lr_was:.3g} down to the "
+                         f"floor at step {now}")
+    # Within the warmup a longer or shorter decay ahead changes no rate yet: nothing to record.
+    if step >= effective_warmup(before, was):
         cfg.optim.replan_step, cfg.optim.replan_lr = step, lr_was
 
 
