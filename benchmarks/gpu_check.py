@@ -303,7 +303,8 @@ def stage_smoke() -> None:
     record["launch_memory"] = {"estimate": preflight.get("memory"),
                                "burst_peak_memory_bytes": preflight.get("burst", {}).get("peak_memory_bytes"),
                                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
-    codes.append(_run("resume", ["launch", *common, "--resume", "--max-steps", str(plan["resumed_steps"])], record))
+    codes.append(_run("resume", ["launch", *common, "--resume", "--replan-schedule",
+                                          "--max-steps", str(plan["resumed_steps"])], record))
     record["checkpoints_after_resume"] = [p.name for p in step_checkpoints(run)]
     codes.append(_run("eval", ["eval", "--run", str(run), "--max-tokens", str(plan["eval_tokens"]),
                                "--device", s.device], record))

@@ -43,6 +43,10 @@ class OptimConfig:
     beta2: float = 0.95
     eps: float = 1e-8
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    # Set by a --resume with --replan-schedule: from update replan_step on, the schedule goes on from the rate
+    # replan_lr it had there down to the floor at the new max_steps (pretrain.train.optim.lr_at). 0: never.
+    replan_step: int = 0
+    replan_lr: float = 0.0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -68,7 +72,8 @@ def _cosine(step: int, o: OptimConfig, max_steps: int) -> float:
 
 def _wsd(step: int, o: OptimConfig, max_steps: int) -> float:
     peak, floor = o.lr, o.lr * o.min_lr_ratio
-    decay_start = max(o.warmup_steps, int(max_steps * (1 - o.decay_fraction)))
+    # The decay starts by update max_steps - 2 at the latest, so that even a short run ends at the floor.
+    decay_start = max(o.warmup_steps, min(int(max_steps * (1 - o.decay_fraction)), max_steps - 2))
     if step < decay_start:
         return peak
     progress = (step - decay_start) / max(max_steps - 1 - decay_start, 1)
@@ -160,7 +165,8 @@ class SupervisorConfig:
 
 
 # Fields a --resume may change: how the run is driven, not what it computes (and the whole supervisor section).
-RESUMABLE_KEYS = {"train.max_steps", "train.time_budget_s", "train.supervisor",
+# train.max_steps is refused by the trainer unless --replan-schedule re-plans the schedule from the resumed step.
+RESUMABLE_KEYS = {"train.max_steps", "train.keep_last", "train.time_budget_s", "train.supervisor",
                   "train.inject_faults", "train.device", "train.threads",
                   "train.preflight_steps", "train.tensorboard", "train.log_interval", "train.compile",
                   "train.supervisor_lockstep", "data.path", "data.tokenizer", "train.out"}
@@ -310,6 +316,7 @@ FIELD_TYPES: dict[str, Any] = {
     "optim.lr": cli.positive_float, "optim.min_lr_ratio": cli.share, "optim.warmup_steps": cli.non_negative_int,
     "optim.decay_fraction": cli.share, "optim.weight_decay": cli.non_negative_float, "optim.beta1": cli.share,
     "optim.beta2": cli.share, "optim.eps": cli.positive_float, "optim.grad_clip": cli.non_negative_float,
+    "optim.replan_step": cli.non_negative_int, "optim.replan_lr": cli.non_negative_float,
     "data.micro_batch": cli.positive_int, "data.seq_len": cli.non_negative_int,
     "data.eval_tokens": cli.non_negative_int, "train.global_batch_tokens": cli.positive_int,
     "train.token_budget": cli.non_negative_float, "train.max_steps": cli.non_negative_int,
@@ -364,6 +371,18 @@ def derive_steps(cfg: RunConfig) -> RunConfig:
     if not tc.max_steps and tc.token_budget:
         tc.max_steps = math.ceil(tc.token_budget / tc.global_batch_tokens)
     return cfg
+
+
+def effective_warmup(optim: OptimConfig, max_steps: int) -> int:
+    """The warmup a run of ``max_steps`` updates gets: ``optim.warmup_steps``, unless that would reach the last
+    update. The schedule must reach its peak and end at its floor at the last update, so the decay needs the
+    warmup to end by update ``max_steps - 2`` (warmup 3 over 4 steps gave 0.333, 0.667, 1.0, 1.0 of the peak,
+    never the floor). Such a warmup becomes a fifth of the steps (at least 1), as a run sized by its time
+    budget gets (`pretrain.guard.preflight`): `tiny`'s 30 over 20 steps become 4. The config keeps what was
+    asked; the learning rate (`pretrain.train.optim.lr_at`), the plan and the model card use this."""
+    if max_steps and optim.warmup_steps > max_steps - 2:
+        return min(max(max_steps // 5, 1), max(max_steps - 2, 0))
+    return optim.warmup_steps
 
 
 def _coerce(value: str, annotation: Any, key: str) -> Any:

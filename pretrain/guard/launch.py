@@ -51,12 +51,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run directory (checkpoints, metrics, eval): a new or empty folder, or with --resume a run "
                         "to continue; required unless --dry-run")
     p.add_argument("--resume", action="store_true",
-                   help="continue RUN from its newest checkpoint that verifies (newer corrupt ones are skipped, "
-                        "named and kept); a RUN that does not exist yet is started from --config and --data")
+                   help="continue RUN from the checkpoint its latest.json names, or the newest before it on the "
+                        "same line that verifies (corrupt ones are skipped, named and moved aside as .corrupt); a "
+                        "run with none is refused; a RUN that does not exist yet is started from --config and --data")
     p.add_argument("--resume-from", metavar="CHECKPOINT", type=paths.input_file,
                    help="continue RUN from this checkpoint file (e.g. RUN/checkpoints/step_00001000.pt)")
     p.add_argument("--max-steps", type=cli.non_negative_int,
                    help="optimizer steps (0 with --time-budget-s: fit the budget)")
+    p.add_argument("--replan-schedule", action="store_true",
+                   help="with --resume and a new --max-steps: go on from the checkpoint's learning rate down to "
+                        "the floor at the new last step (without it another --max-steps is refused)")
     p.add_argument("--time-budget-s", type=cli.non_negative_float, metavar="SECONDS",
                    help="stop (and checkpoint) after this many seconds (0: no limit)")
     p.add_argument("--micro-batch", type=cli.positive_int, help="sequences per device per forward pass")
@@ -232,7 +236,8 @@ def train(cfg: RunConfig, run_dir: Path, args: argparse.Namespace, final_eval: F
         runtime.fsdp = runtime.distributed and distributed.use_fsdp(cfg.train.fsdp, count_parameters(cfg.model),
                                                                     runtime)
         dataset = open_dataset(cfg.data.path)
-        trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from)
+        trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from,
+                          replan=args.replan_schedule)
         report = run_preflight(trainer)
         if runtime.is_main:
             run_dir.mkdir(parents=True, exist_ok=True)

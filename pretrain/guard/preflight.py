@@ -203,6 +203,13 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    for lang, stream in ds.val.items():
+        # The validation scores whole windows of seq_len + 1 tokens; a shorter stream would stop the run at its
+        # first validation (step train.eval_interval), so it is refused here, before any step.
+        if len(stream) < cfg.seq_len + 1:
+            problems.append(f"{ds.path}: the {lang} validation shards hold {len(stream):,} tokens, fewer than one "
+                            f"sequence of {cfg.seq_len + 1:,} (seq_len {cfg.seq_len:,} + 1); build the shards "
+                            "with more --val-tokens, or set data.seq_len lower")
     if cfg.train.tensorboard and rt.is_main:
         try:  # imported now, not at the first log: a missing package stops the launch before step 1
             import torch.utils.tensorboard  # noqa: F401

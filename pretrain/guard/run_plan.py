@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pretrain.config import RunConfig
+from pretrain.config import RunConfig, effective_warmup
 from pretrain.model.gpt import count_parameters, parameter_counts
 from pretrain.model.loss import LOSS_CHUNK_ELEMENTS
 from pretrain.train.hardware import PEAK_FLOPS
@@ -99,7 +99,7 @@ def plan_run(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, 
     assumed = tokens_per_s <= 0
     if assumed:
         tokens_per_s = ASSUMED_MFU * ASSUMED_PEAK * world_size / flops
-    steps, warmup = tc.max_steps, cfg.optim.warmup_steps
+    steps, warmup = tc.max_steps, max(effective_warmup(cfg.optim, tc.max_steps), 1)
     lr = {"step 1": lr_at(0, cfg.optim, steps), f"step {min(warmup, steps)} (end of warmup)":
           lr_at(min(warmup, steps) - 1, cfg.optim, steps),
           f"step {(warmup + steps) // 2}": lr_at((warmup + steps) // 2 - 1, cfg.optim, steps),

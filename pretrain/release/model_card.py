@@ -16,7 +16,7 @@ from typing import Any
 
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
-from pretrain.config import SCHEDULES, RunConfig
+from pretrain.config import SCHEDULES, RunConfig, effective_warmup
 from pretrain.model.gpt import parameter_counts
 
 
@@ -191,8 +191,11 @@ def _data_section(inputs: CardInputs) -> list[str]:
 def _training_section(inputs: CardInputs) -> list[str]:
     c = inputs.config
     o = c.optim
-    schedule = (f"linear warmup over {o.warmup_steps} steps to {o.lr:g}, then "
+    schedule = (f"linear warmup over {effective_warmup(o, c.train.max_steps)} steps to {o.lr:g}, then "
                 f"{SCHEDULES[o.schedule].describe(o)} at step {c.train.max_steps:,}")
+    if o.replan_step:
+        schedule += (f"; re-planned on resume at step {o.replan_step:,} (`--replan-schedule`): from {o.replan_lr:.3g} "
+                     f"down to the floor at step {c.train.max_steps:,}")
     params = parameter_counts(c.model).exported_total
     return ["## Training", "", "| | |", "|---|---|",
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",

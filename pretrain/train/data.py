@@ -2,7 +2,10 @@
 checks that a shard set fits the model (tokenizer identity, vocabulary, token ids).
 
 The train shards are read as one token stream cut into windows of ``seq_len + 1`` tokens at stride
-``seq_len`` (so every token is a target exactly once per epoch). Each epoch visits the windows in a
+``seq_len`` (so every token is a target exactly once per epoch), plus, when ``(len - 1) % seq_len`` tokens
+are left over at the end, one final window aligned to the end of the stream: without it those tokens
+would never be trained, in any epoch. Its first ``seq_len - (len - 1) % seq_len`` targets are also targets
+of the window before it, the only overlap in an epoch. Each epoch visits the windows in a
 permutation seeded by ``(seed, epoch)``. Batch ``b`` holds the global sequences ``b * B .. b * B + B - 1``
 of that order, whatever the number of processes: every rank builds the same global batch and takes its
 own rows, which is why a 2-process run sees exactly the data of a 1-process run.
@@ -142,13 +145,28 @@ class SamplerState:
 class BatchSampler:
     """Deterministic global batches of ``batch_size`` windows of ``seq_len + 1`` tokens."""
 
-    def __init__(self, stream: TokenStream, seq_len: int, batch_size: int, seed: int):
+    def __init__(self, stream: TokenStream, seq_len: int, batch_size: int, seed: int, tail: bool = True):
         self.stream, self.seq_len, self.batch_size, self.seed = stream, seq_len, batch_size, seed
-        self.n_windows = (len(stream) - 1) // seq_len
-        if self.n_windows < 1:
+        if (len(stream) - 1) // seq_len < 1:
             raise DataError(f"train shards hold {len(stream)} tokens, fewer than one sequence of {seq_len + 1}")
         self.state = SamplerState()
+        self._set_tail(tail)
+
+    def _set_tail(self, tail: bool) -> None:
+        """With ``tail``, the final window aligned to the end of the stream is one of the epoch's windows (a
+        checkpoint of a version before it, without ``"tail"`` in its state, resumes without it, exactly)."""
+        strided = (len(self.stream) - 1) // self.seq_len
+        self.tail_window = tail  # what the state records: this version's windows, whatever this stream's length
+        self.tail = tail and (len(self.stream) - 1) % self.seq_len > 0
+        self.n_windows = strided + self.tail
         self._perm_epoch, self._perm = -1, np.empty(0, dtype=np.int64)
+
+    def start(self, window: int) -> int:
+        """The first token of window ``window`` (``0 .. n_windows - 1``): stride ``seq_len``, and the tail window
+        ending at the stream's last token."""
+        if self.tail and window == self.n_windows - 1:
+            return len(self.stream) - 1 - self.seq_len
+        return window * self.seq_len
 
     def _order(self, epoch: int) -> np.ndarray:
         if epoch != self._perm_epoch:
@@ -161,8 +179,8 @@ class BatchSampler:
         seqs = range(index * self.batch_size, (index + 1) * self.batch_size)[rows]
         out = np.empty((len(seqs), self.seq_len + 1), dtype=np.int64)
         for row, g in enumerate(seqs):
-            start = int(self._order(g // self.n_windows)[g % self.n_windows]) * self.seq_len
-            out[row] = self.stream.window(start, self.seq_len + 1)
+            out[row] = self.stream.window(self.start(int(self._order(g // self.n_windows)[g % self.n_windows])),
+                                          self.seq_len + 1)
         return out
 
     def next_index(self) -> int:
@@ -175,7 +193,7 @@ class BatchSampler:
 
     def state_dict(self) -> dict[str, Any]:
         return {"next_batch": self.state.next_batch, "skip": [list(r) for r in self.state.skip],
-                "seed": self.seed, "seq_len": self.seq_len, "batch_size": self.batch_size}
+                "seed": self.seed, "seq_len": self.seq_len, "batch_size": self.batch_size, "tail": self.tail_window}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("seed", "seq_len", "batch_size"):
@@ -183,6 +201,7 @@ class BatchSampler:
                 raise DataError(f"checkpoint's data sampler has {key}={state[key]}, this run {getattr(self, key)}; "
                                 "resuming with another batch shape or seed would not reproduce the run")
         self.state = SamplerState(next_batch=int(state["next_batch"]), skip=[list(r) for r in state["skip"]])
+        self._set_tail(bool(state.get("tail", False)))
 
 
 def eval_windows(stream: TokenStream, seq_len: int, max_tokens: int) -> np.ndarray:

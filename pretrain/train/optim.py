@@ -4,10 +4,12 @@ micro-batches, and the step function itself."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from common.errors import InputError
-from pretrain.config import SCHEDULES, OptimConfig, RunConfig
+from pretrain.config import SCHEDULES, OptimConfig, RunConfig, effective_warmup
 from pretrain.train import distributed
 from pretrain.train.distributed import Runtime
 from pretrain.train.faults import StepFaults
@@ -15,9 +17,24 @@ from pretrain.train.faults import StepFaults
 
 def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
     """Learning rate of update ``step`` (0-based): linear warmup, then the schedule ``optim.schedule`` (one of
-    `pretrain.config.SCHEDULES`) down to lr * min_lr_ratio, reached at the last update (``step == max_steps - 1``)."""
-    if step < optim.warmup_steps:
-        return optim.lr * (step + 1) / optim.warmup_steps
+    `pretrain.config.SCHEDULES`) down to lr * min_lr_ratio, reached at the last update (``step == max_steps - 1``;
+    the warmup is `pretrain.config.effective_warmup`, short enough for that).
+
+    A run re-planned at step ``optim.replan_step`` (``--replan-schedule``: resumed with another ``max_steps``)
+    goes on from there as the same schedule would from a warmup ending at that step at ``optim.replan_lr`` (the
+    rate it had), down to the same floor at its new last update."""
+    if optim.replan_step and step >= optim.replan_step:
+        floor = optim.lr * optim.min_lr_ratio
+        if optim.replan_lr <= floor:
+            return floor
+        optim = dataclasses.replace(optim, lr=optim.replan_lr, min_lr_ratio=floor / optim.replan_lr,
+                                    warmup_steps=optim.replan_step, replan_step=0)
+        return SCHEDULES[optim.schedule].lr(step, optim, max_steps)
+    warmup = effective_warmup(optim, max_steps)
+    if step < warmup:
+        return optim.lr * (step + 1) / warmup
+    if warmup != optim.warmup_steps:
+        optim = dataclasses.replace(optim, warmup_steps=warmup)
     return SCHEDULES[optim.schedule].lr(step, optim, max_steps)
 
 

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import InputError
-from common.fileio import append_jsonl, write_json
+from common.fileio import append_jsonl, atomic_write_bytes, write_json
 from common.outdir import MARKER
 
 CONFIG = "config.json"
@@ -146,6 +146,30 @@ def claim_generation(run_dir: Path) -> int:
 def append(run_dir: Path, name: str, record: dict[str, Any]) -> None:
     """Append one record to a JSONL file of the run (flushed to disk)."""
     append_jsonl(Path(run_dir) / name, record)
+
+
+def truncate_log(run_dir: Path, name: str, step: int, aside: Path | None = None) -> int:
+    """Cut the JSONL log ``name`` of a resumed run back to the records of steps up to ``step`` (the checkpoint
+    it resumed from), so that no step appears twice; a torn last line goes too. The file is replaced
+    atomically. The records cut are appended to ``aside`` when given (what a branch abandoned). Returns how
+    many records were cut."""
+    path = Path(run_dir) / name
+    if not path.exists():
+        return 0
+    kept, cut = [], []
+    for line in path.read_bytes().splitlines(keepends=True):
+        if not line.endswith(b"\n") or not line.strip():
+            continue
+        try:
+            record_step = json.loads(line).get("step", 0)
+        except (json.JSONDecodeError, AttributeError):
+            record_step = 0  # not ours to judge: kept where it was
+        (kept if record_step <= step else cut).append(line)
+    if aside is not None and cut:
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(aside, (aside.read_bytes() if aside.exists() else b"") + b"".join(cut))
+    atomic_write_bytes(path, b"".join(kept))
+    return len(cut)
 
 
 def write_heartbeat(run_dir: Path, gen: int, step: int, pid: int) -> None:

@@ -27,12 +27,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from common.errors import InputError
 from common.fileio import read_jsonl, write_json
 from common.signals import StopRequest
-from pretrain.config import RunConfig
+from pretrain.config import OptimConfig, RunConfig, effective_warmup
 from pretrain.model.gpt import GPTConfig, build_model
 from pretrain.train import distributed, rundir
 from pretrain.train.checkpoint import (
+    CheckpointError,
+    abandoned_dir,
+    adopt,
     latest_checkpoint,
     load_checkpoint,
     resume_checkpoint,
@@ -54,15 +58,42 @@ def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None:
+    """A resumed run keeps its learning-rate schedule: a ``train.max_steps`` other than the checkpoint's would
+    re-stretch it and make the rate jump at the resumed step, so it is refused unless ``replan``, which
+    records in ``cfg.optim`` that the schedule goes on from the checkpoint's rate at its step down to the
+    floor at the new last step (`pretrain.train.optim.lr_at`)."""
+    was, now, step = int(state["config"]["train"]["max_steps"]), cfg.train.max_steps, int(state["step"])
+    if was == now:
+        return
+    before = OptimConfig(**state["config"]["optim"])
+    lr_was = lr_at(step, before, was)
+    if cfg.optim.replan_step == step and cfg.optim.replan_lr == lr_was:
+        return  # re-planned at this step already (a run killed after its --replan-schedule)
+    if not replan:
+        raise InputError(f"--max-steps {now}: the checkpoint at step {step} was planned for {was} steps, and "
+                         f"another count re-stretches its learning-rate schedule (the rate of step {step + 1}: "
+                         f"{lr_was:.3g} as planned, {lr_at(step, cfg.optim, now):.3g} stretched); keep "
+                         f"--max-steps {was}, or pass --replan-schedule to go on from {lr_was:.3g} down to the "
+                         f"floor at step {now}")
+    # Within the warmup a longer or shorter decay ahead changes no rate yet: nothing to record.
+    if step >= effective_warmup(before, was):
+        cfg.optim.replan_step, cfg.optim.replan_lr = step, lr_was
+
+
 class Trainer:
     """One training run: the model, optimizer and sampler, and the loop that advances them.
 
-    ``resume``: continue from the newest checkpoint of ``train.out`` that verifies (newer corrupt ones are
-    skipped, named in ``skipped_checkpoints`` and kept on disk); ``resume_from``: from that checkpoint file.
+    ``resume``: continue from the checkpoint ``latest.json`` of ``train.out`` names, or the newest one before it
+    on the same line that verifies (the corrupt ones skipped are named in ``skipped_checkpoints`` and moved
+    aside as ``NAME.corrupt`` when the run starts); a run that has trained but holds no such checkpoint is
+    refused. ``resume_from``: from that checkpoint file; an earlier one than the run's newest starts a branch
+    (`pretrain.train.checkpoint.adopt`). ``replan``: a ``train.max_steps`` other than the checkpoint's
+    re-plans the schedule from the resumed step (else it is refused).
     """
 
     def __init__(self, cfg: RunConfig, dataset: Dataset, runtime: Runtime, *, resume: bool = False,
-                 resume_from: str | os.PathLike | None = None):
+                 resume_from: str | os.PathLike | None = None, replan: bool = False):
         self.cfg, self.dataset, self.runtime = cfg, dataset, runtime
         self.run_dir = Path(cfg.train.out)
         self.sequences, self.accum = batch_layout(cfg, runtime.world_size)
@@ -76,6 +107,11 @@ class Trainer:
             found = resume_checkpoint(self.run_dir)
             if found:
                 self.resumed_from, state, self.skipped_checkpoints = found
+            elif rundir.has_trained(self.run_dir):
+                raise CheckpointError(f"--resume {self.run_dir}: the run has trained but holds no complete "
+                                      "checkpoint to continue from; start a new run in another --out, or "
+                                      "continue from a checkpoint file with --resume-from")
+        self.branch = bool(resume_from)
         check_compatible(dataset, cfg.model.vocab_size, tokenizer=cfg.data.tokenizer,
                          expected_sha256=state["tokenizer"]["sha256"] if state else "",
                          expected_from=f"checkpoint {self.resumed_from}")
@@ -83,6 +119,8 @@ class Trainer:
         if state and GPTConfig(**state["config"]["model"]) != cfg.model:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
+        if state:
+            _check_schedule(cfg, state, replan)
         torch.set_num_threads(cfg.train.threads or cpu_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         if runtime.device.type == "cuda":
             # The fp32 pieces (norms, the loss's upcast logits) may use TF32 tensor cores, as in `pretrain bench`.
@@ -167,6 +205,8 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_json(self.run_dir / rundir.CONFIG, {**self.cfg.to_dict(),
                                                       "tokenizer": asdict(self.dataset.manifest.tokenizer)})
+            if self.resumed_from:
+                self._adopt()
             metrics = self.run_dir / rundir.METRICS
             if metrics.exists():
                 data = metrics.read_bytes()
@@ -178,11 +218,27 @@ class Trainer:
         else:
             gen = None
         self.gen = distributed.broadcast(gen, self.runtime)
-        for path, reason in self.skipped_checkpoints:
-            self._log(f"--resume: skipped {path.name} (kept on disk): {reason}")
         if self.resumed_from:
             self._log(f"resumed from {self.resumed_from} at step {self.step}")
         return self.gen
+
+    def _adopt(self) -> None:
+        """The resumed checkpoint becomes the head of the run's live line (`checkpoint.adopt`: corrupt ones
+        skipped and the checkpoints a branch abandons moved aside), and the run's logs are cut back to its
+        step, so that no step appears twice; a branch keeps the records it cut beside its abandoned
+        checkpoints."""
+        moved, abandoned = adopt(self.run_dir, self.resumed_from, [p for p, _ in self.skipped_checkpoints],
+                                 branch=self.branch)
+        reasons = {p: reason for p, reason in self.skipped_checkpoints}
+        for src, dst in moved:
+            why = f": {reasons[src]}" if src in reasons else ""
+            self._log(f"moved {src.name} aside to {dst.relative_to(self.run_dir)}{why}")
+        if abandoned is not None:
+            self._log(f"--resume-from {self.resumed_from.name}: a branch at step {self.step}; line {abandoned} "
+                      f"is kept in {abandoned_dir(self.run_dir, abandoned).relative_to(self.run_dir)}")
+        for name in (rundir.METRICS, rundir.VALIDATION):
+            aside = abandoned_dir(self.run_dir, abandoned) / name if abandoned is not None else None
+            rundir.truncate_log(self.run_dir, name, self.step, aside)
 
     # ------------------------------------------------------------------------------------------ supervisor
 
@@ -286,6 +342,17 @@ class Trainer:
         self._log(f"step {self.step}: val loss " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
         return losses
 
+    def _validate_or_save(self) -> None:
+        """Validate; a validation that fails still costs no step: the state is checkpointed (without a
+        validation loss) before the error goes on."""
+        try:
+            self.validate()
+        except Exception:
+            self.val_loss = None
+            if self.step != self.last_saved:
+                self.save()
+            raise
+
     def _record(self, record: dict[str, Any], bar) -> None:
         rundir.append(self.run_dir, rundir.METRICS, record)
         rundir.write_heartbeat(self.run_dir, self.gen, self.step, os.getpid())
@@ -335,12 +402,12 @@ class Trainer:
                     on_step(record)
                 at_checkpoint = self.step % tc.checkpoint_interval == 0
                 if self.step % tc.eval_interval == 0 or at_checkpoint:
-                    self.validate()
+                    self._validate_or_save()
                 if at_checkpoint:
                     self.save()
             if self.step != self.last_saved:
                 if self.val_loss is None or self.step % tc.eval_interval:
-                    self.validate()
+                    self._validate_or_save()
                 self.save()
             return 128 + self.stopped_by if self.stopped_by else 0
         finally:

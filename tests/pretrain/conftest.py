@@ -55,7 +55,7 @@ def write_synthetic_shards(out: Path, *, train_tokens: int = 40000, val_tokens: 
     for lang, shift in (("bn", 3), ("en", 5)):
         ids = stream(val_tokens, shift)
         write_shard(out / f"val_{lang}.bin", ids, "uint16")
-        shards.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=len(ids) // 200,
+        shards.append(ShardInfo(file=f"val_{lang}.bin", split="val", tokens=len(ids), documents=-(-len(ids) // 200),
                                 tokens_by_language={lang: len(ids)}, language=lang, chars=2 * len(ids),
                                 bytes=4 * len(ids)))
     Manifest(tokenizer=TokenizerInfo(spec="synthetic", sha256=sha256, vocab_size=SYNTHETIC_VOCAB, bos_id=0),

@@ -35,7 +35,9 @@ def test_existing_run_needs_resume_and_shape_cannot_change(micro, synthetic_shar
     assert "--resume" in capsys.readouterr().err
     assert main(micro.args(synthetic_shards, run, 4, "--resume", "--set", "model.n_layer=3")) == 2
     assert "model.n_layer: 2 -> 3" in capsys.readouterr().err
-    assert main(micro.args(synthetic_shards, run, 4, "--resume")) == 0  # more steps is fine
+    assert main(micro.args(synthetic_shards, run, 4, "--resume")) == 2
+    assert "--replan-schedule" in capsys.readouterr().err  # more steps re-plan the learning rate: say so
+    assert main(micro.args(synthetic_shards, run, 4, "--resume", "--replan-schedule")) == 0
     assert read_jsonl(run / "metrics.jsonl")[-1]["step"] == 4
 
 
@@ -206,5 +208,5 @@ def test_a_preflight_folder_is_launched_into_and_a_run_is_continued_only_with_re
     capsys.readouterr()
     assert main(micro.args(synthetic_shards, run, 4)) == 2
     assert "pass --resume" in capsys.readouterr().err
-    assert main(micro.args(synthetic_shards, run, 4, "--resume")) == 0
+    assert main(micro.args(synthetic_shards, run, 4, "--resume", "--replan-schedule")) == 0
     assert read_jsonl(run / "metrics.jsonl")[-1]["step"] == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pretrain.cli import main
 from pretrain.guard.preflight import FEW_TOKENS_PER_ID, PreflightReport, format_preflight
 
 
@@ -29,3 +30,41 @@ def test_few_training_tokens_per_vocabulary_id_get_a_note(train_tokens, vocab_si
     text = format_preflight(_report(train_tokens, vocab_size))
     assert f"{train_tokens:,} train tokens ({train_tokens / vocab_size:,.0f} per vocabulary id)" in text
     assert ("per vocabulary id: most ids are seen a few times at most" in text) is noted
+
+
+SEQ_128 = ["--set", "model.block_size=128", "--set", "data.micro_batch=2"]
+
+
+@pytest.fixture(scope="module")
+def short_val(micro, tmp_path_factory):
+    """Shards whose validation streams hold 115 tokens: fewer than one sequence of `tiny`'s 128 + 1."""
+    return micro.write_synthetic(tmp_path_factory.mktemp("short_val"), val_tokens=115)
+
+
+def test_a_validation_set_shorter_than_one_sequence_fails_the_preflight(micro, short_val, tmp_path, capsys):
+    """The finding: such shards passed the preflight ("preflight: ok"), then the first validation stopped the
+    run before its first checkpoint, and --resume failed again at the same step."""
+    run = tmp_path / "run"
+    assert main(micro.args(short_val, run, 8, *SEQ_128)) == 2
+    err = capsys.readouterr().err
+    problems = [line for line in err.splitlines() if "PROBLEM" in line]
+    assert len(problems) == 2 and "Traceback" not in err  # bn and en, one line each
+    assert "the bn validation shards hold 115 tokens, fewer than one sequence of 129" in problems[0]
+    assert not (run / "metrics.jsonl").exists(), "refused before any step"
+
+
+def test_a_failing_validation_costs_no_step(micro, short_val, tmp_path):
+    """A validation that fails anyway (the preflight bypassed) checkpoints the steps before the error goes on."""
+    from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
+    from pretrain.train.data import DataError, open_dataset
+    from pretrain.train.distributed import setup
+    from pretrain.train.trainer import Trainer
+
+    run = tmp_path / "run"
+    cfg = micro.config(short_val, run, "model.block_size=128", "data.micro_batch=2", "train.max_steps=8",
+                       "train.eval_interval=3", "train.checkpoint_interval=4")
+    trainer = Trainer(cfg, open_dataset(short_val), setup("cpu", "fp32"))
+    with pytest.raises(DataError, match="fewer than one sequence of 129"):
+        trainer.fit()
+    assert latest_checkpoint(run).name == "step_00000003.pt"
+    assert load_checkpoint(latest_checkpoint(run))["step"] == 3

@@ -24,9 +24,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROLLBACK = SupervisorConfig(window=20, min_history=5, halt_policy="rollback", throughput_fraction=0.001)
 
 
-def make_trainer(micro, data, out, *overrides, resume=False, resume_from=None):
+def make_trainer(micro, data, out, *overrides, resume=False, resume_from=None, replan=False):
     cfg = micro.config(data, out, *overrides)
-    return Trainer(cfg, open_dataset(data), setup("cpu", "fp32"), resume=resume, resume_from=resume_from)
+    return Trainer(cfg, open_dataset(data), setup("cpu", "fp32"), resume=resume, resume_from=resume_from,
+                   replan=replan)
 
 
 @pytest.mark.parametrize("lag", [0, 2], ids=["prompt", "lagging"])
@@ -62,7 +63,7 @@ def test_a_request_left_by_an_ended_run_is_void_on_resume(micro, synthetic_shard
     rundir.write_request(run, {"gen": first.gen, "reason": "nonfinite_loss", "step": 8, "action": "rollback",
                                "skip_batches": [8, 8], "evidence": {}})
     resumed = make_trainer(micro, synthetic_shards, run, "train.max_steps=12", "train.checkpoint_interval=4",
-                           resume=True)
+                           resume=True, replan=True)
     assert resumed.fit() == 0
     assert not (run / rundir.ROLLBACKS).exists()
     assert [v["request"]["gen"] for v in read_jsonl(run / rundir.VOID_REQUESTS)] == [first.gen]
@@ -82,14 +83,16 @@ def test_resume_falls_back_to_the_newest_checkpoint_that_verifies(micro, synthet
     newest = step_checkpoints(run)[-1]
     assert newest.name == "step_00000012.pt"
     _corrupt(newest)
+    corrupt = newest.read_bytes()
     capsys.readouterr()
-    assert main(micro.args(synthetic_shards, run, 16, *common, "--resume")) == 0
+    assert main(micro.args(synthetic_shards, run, 16, *common, "--resume", "--replan-schedule")) == 0
     err = capsys.readouterr().err
-    assert "skipped step_00000012.pt" in err and "corrupt" in err
+    assert "moved step_00000012.pt aside to checkpoints/step_00000012.pt.corrupt" in err and "corrupt" in err
     assert "resumed from" in err and "step_00000008.pt at step 8" in err
-    assert newest.exists()  # kept for a person to look at, not deleted
+    # Kept for a person to look at, under a name that says so, not overwritten by the redone step 12.
+    assert newest.with_name(newest.name + ".corrupt").read_bytes() == corrupt
     steps = [r["step"] for r in read_jsonl(run / rundir.METRICS)]
-    assert steps == list(range(1, 13)) + list(range(9, 17))
+    assert steps == list(range(1, 17)), "the log is cut back to the resumed step: no step twice"
 
 
 def test_resume_from_a_chosen_checkpoint(micro, synthetic_shards, tmp_path, capsys):
@@ -99,7 +102,8 @@ def test_resume_from_a_chosen_checkpoint(micro, synthetic_shards, tmp_path, caps
     chosen = run / "checkpoints" / "step_00000004.pt"
     assert main(micro.args(synthetic_shards, run, 12, *common, "--resume-from", str(chosen))) == 0
     steps = [r["step"] for r in read_jsonl(run / rundir.METRICS)]
-    assert steps == list(range(1, 13)) + list(range(5, 13))
+    assert steps == list(range(1, 13))  # the branch's; the abandoned line's steps 5-12 are kept aside
+    assert [r["step"] for r in read_jsonl(run / "abandoned" / "line1" / rundir.METRICS)] == list(range(5, 13))
     _corrupt(chosen)
     capsys.readouterr()
     assert main(micro.args(synthetic_shards, run, 12, *common, "--resume-from", str(chosen))) == 2
@@ -118,7 +122,7 @@ def test_generation_is_claimed_per_process_and_written_in_every_record(micro, sy
     run = tmp_path / "run"
     write_json(run.parent / "unrelated.json", {})  # nothing outside the run directory is read
     assert make_trainer(micro, synthetic_shards, run, "train.max_steps=3").fit() == 0
-    assert make_trainer(micro, synthetic_shards, run, "train.max_steps=5", resume=True).fit() == 0
+    assert make_trainer(micro, synthetic_shards, run, "train.max_steps=5", resume=True, replan=True).fit() == 0
     assert [r["gen"] for r in read_jsonl(run / rundir.METRICS)] == [1, 1, 1, 2, 2]
     assert json.loads((run / rundir.HEARTBEAT).read_text())["gen"] == 2
     assert rundir.current_generation(run) == 2

@@ -114,7 +114,7 @@ def test_the_memory_estimate_is_within_a_fifth_of_a_cpu_launchs_peak_rss(shape, 
     common = ["launch", "--config", "tiny", "--data", str(shards), "--out", str(run), "--no-supervisor", "--no-eval",
               "--set", "train.preflight_steps=1", "--set", "train.threads=1", "--set", "data.eval_tokens=256",
               "--set", "train.checkpoint_interval=2", *SHAPES[shape]]
-    for name, extra in (("fresh", ["--max-steps", "2"]), ("resumed", ["--max-steps", "3", "--resume"])):
+    for name, extra in (("fresh", ["--max-steps", "2"]), ("resumed", ["--max-steps", "3", "--resume", "--replan-schedule"])):
         peak = _peak_rss([*common, *extra], tmp_path / f"{name}.json")
         memory = json.loads((run / "preflight.json").read_text())["memory"]
         assert memory["runtime_bytes"] > 0  # measured on a CPU: the interpreter and libraries
@@ -134,7 +134,8 @@ def test_the_preflight_burst_leaves_the_run_untouched(micro, synthetic_shards, t
 
     with_burst, without = run(tmp_path / "a", 2, 2), run(tmp_path / "b", 2, 0)
     assert with_burst == without
-    assert run(tmp_path / "a", 4, 2, "--resume") == run(tmp_path / "b", 4, 0, "--resume")
+    assert run(tmp_path / "a", 4, 2, "--resume", "--replan-schedule") == run(tmp_path / "b", 4, 0, "--resume",
+                                                                             "--replan-schedule")
 
 
 def test_tensorboard_on_without_the_package_stops_the_launch_before_step_1(micro, synthetic_shards, tmp_path):

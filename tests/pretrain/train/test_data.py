@@ -30,10 +30,42 @@ def test_sampler_is_deterministic_and_covers_each_window_once_per_epoch(syntheti
     order0, order1 = s1._order(0).copy(), s1._order(1).copy()
     assert sorted(order0.tolist()) == list(range(s1.n_windows)) and not np.array_equal(order0, order1)
     for j, row in enumerate(s1.batch(0)):
-        assert np.array_equal(row, ds.train.window(int(order0[j]) * 32, 33))
+        assert np.array_equal(row, ds.train.window(s1.start(int(order0[j])), 33))
     # Rows of a global batch are the same whichever slice a rank takes.
     full = s1.batch(3)
     assert np.array_equal(np.concatenate([s1.batch(3, slice(0, 4)), s1.batch(3, slice(4, 8))]), full)
+
+
+@pytest.mark.parametrize("length", [40000, 40002, 32 * 50 + 1])  # 31, 1 and 0 tokens left over
+def test_every_target_is_trained_once_per_epoch_the_tail_included(tmp_path, micro, length):
+    """The finding: the last ``(len - 1) % seq_len`` tokens of the stream were never a target, in any epoch.
+    "Once, with no overlap" in this sense: every target position of the stream is covered by an epoch's
+    windows, each exactly once, except the final window aligned to the end of the stream, whose first
+    ``seq_len - (len - 1) % seq_len`` targets the window before it covers too (the only overlap)."""
+    ds = open_dataset(micro.write_synthetic(tmp_path / "d", train_tokens=length, val_tokens=500))
+    n, t = len(ds.train), 32
+    s = BatchSampler(ds.train, seq_len=t, batch_size=4, seed=3)
+    covered = np.zeros(n, dtype=np.int64)  # covered[i]: how often token i is a target in one epoch
+    for w in s._order(0):
+        start = s.start(int(w))
+        assert start >= 0 and start + t + 1 <= n
+        covered[start + 1:start + t + 1] += 1
+    rest = (n - 1) % t
+    assert covered[0] == 0 and (covered[1:] >= 1).all(), "every target of the stream, the tail included"
+    twice = np.flatnonzero(covered == 2)
+    assert len(twice) == (t - rest if rest else 0) and (covered <= 2).all()
+    if rest:
+        assert twice.tolist() == list(range(n - t, n - rest)), "only the tail window overlaps, with the one before"
+
+
+def test_a_checkpoint_of_a_sampler_without_the_tail_window_resumes_without_it(synthetic_shards):
+    ds = open_dataset(synthetic_shards)
+    old = BatchSampler(ds.train, 32, 8, seed=0, tail=False)
+    state = {k: v for k, v in old.state_dict().items() if k != "tail"}  # as a version before the tail wrote it
+    resumed = BatchSampler(ds.train, 32, 8, seed=0)
+    resumed.load_state_dict(state)
+    assert resumed.n_windows == old.n_windows == (len(ds.train) - 1) // 32
+    assert np.array_equal(resumed.batch(7), old.batch(7))
 
 
 def test_sampler_state_round_trip_and_skips(synthetic_shards):
