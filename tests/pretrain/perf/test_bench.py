@@ -52,6 +52,12 @@ def test_bench_rejects_bad_arguments(capsys):
         cli.main(["bench", "--config", "tiny", "--steps", "0"])
     assert refused.value.code == 2
     assert "--steps: expected a positive integer, got 0" in capsys.readouterr().err
+    # Integers any type accepts, but no machine holds: one line before anything is allocated.
+    for option, value in (("--micro-batch", "1e30"), ("--seq-len", "1e12"), ("--vocab-size", "1e15"),
+                          ("--accum", "1e18")):
+        assert cli.main(["bench", "--config", "tiny", "--device", "cpu", option, value]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "GiB" in err and "Traceback" not in err, (option, err)
     if not torch.cuda.is_available():
         assert cli.main(["bench", "--device", "cuda"]) == 2
         assert "sees no CUDA device" in capsys.readouterr().err
