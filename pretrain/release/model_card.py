@@ -80,14 +80,11 @@ def matching_evaluation(report: dict[str, Any], step: int, sha256: str) -> dict[
 def check_card_inputs(eval_json: Path | None, data: str | None) -> None:
     """An ``--eval`` or ``--data`` the user named must be what the card reads (an eval report, a shard folder
     with a manifest), checked before any export work; only the run's own defaults may be absent."""
-    from pretrain.train.data import check_shards
-
     if eval_json is not None:
         if not eval_json.exists():
             raise InputError(f"--eval {eval_json}: no such file (expected the eval.json of `pretrain eval`)")
         read_eval_report(eval_json)
     if data is not None:
-        check_shards(data)
         try:
             Manifest.load(data)
         except ShardError as e:
