@@ -11,8 +11,8 @@ too), ``corpus build`` of the same 70/30 Bangla/English mixture in tokens, then 
 tiny`` with nothing but the preset (``--set`` adds overrides). The second command is the 64k measurement of
 docs/pretrain.md: a 64,000-id vocabulary needs more text than data/sample has (see there). The unigram model is the add-one (Laplace) estimate from the counts of every
 training token, scored on exactly the validation targets the run's last validation scored (the first
-``data.eval_tokens`` of each language, `pretrain.train.data.eval_windows`), so both numbers are nats per token on
-the same tokens. Prints, per language, the run's loss, the unigram's and the margin, and the run's wall time.
+``data.eval_tokens`` text tokens of each language, BOS never a target, `pretrain.train.validation.validation_documents`),
+so both numbers are nats per token on the same tokens. Prints, per language, the run's loss, the unigram's and the margin, and the run's wall time.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from pretrain.config import RunConfig
-from pretrain.train.data import eval_windows, open_dataset
+from pretrain.train.data import open_dataset
+from pretrain.train.validation import validation_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 # In this order; a file ``--data`` lacks is left out (data/sample has no blog text).
@@ -64,13 +65,14 @@ def train_tiny(shards: Path, run: Path, overrides: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def unigram_losses(shards: Path, seq_len: int, eval_tokens: int) -> dict[str, float]:
+def unigram_losses(shards: Path, eval_tokens: int) -> dict[str, float]:
     """Per language, the add-one unigram model of the training tokens on the run's validation targets."""
     ds = open_dataset(shards)
     vocab = ds.manifest.tokenizer.vocab_size
     counts = np.bincount(ds.train.window(0, len(ds.train)), minlength=vocab).astype(np.float64)
     log_p = np.log((counts + 1) / (counts.sum() + vocab))
-    return {lang: float(-log_p[eval_windows(stream, seq_len, eval_tokens)[:, 1:]].mean())
+    bos = ds.manifest.tokenizer.bos_id
+    return {lang: float(-log_p[np.concatenate(validation_documents(stream, bos, eval_tokens))].mean())
             for lang, stream in ds.val.items()}
 
 
@@ -78,7 +80,7 @@ def compare(shards: Path, run: Path) -> dict[str, dict[str, float]]:
     """The run's last validation against the unigram, per language: loss, unigram, margin."""
     cfg = RunConfig.from_dict(json.loads((run / "config.json").read_text()))
     last = [json.loads(line) for line in (run / "val.jsonl").read_text().splitlines()][-1]
-    unigram = unigram_losses(shards, cfg.seq_len, cfg.data.eval_tokens)
+    unigram = unigram_losses(shards, cfg.data.eval_tokens)
     return {lang: {"step": last["step"], "loss": loss, "unigram": unigram[lang], "margin": unigram[lang] - loss}
             for lang, loss in last["languages"].items()}
 

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", metavar="DIR", type=paths.input_dir("eval.json", "eval.png"), help="run directory: its validation split against the random-init twin")
     p.add_argument("--checkpoint", metavar="CHECKPOINT", type=paths.input_file, help="checkpoint file (default: the run's latest)")
     p.add_argument("--data", metavar="DIR", type=paths.input_folder, help="shard directory (default: the run's)")
-    p.add_argument("--max-tokens", type=cli.non_negative_int, default=0, help="targets per language (0 = all)")
+    p.add_argument("--max-tokens", type=cli.non_negative_int, default=0, help="text tokens scored per language (0 = all: exact bits per byte)")
     p.add_argument("--samples", type=cli.non_negative_int, default=3, help="sampled continuations per language")
     p.add_argument("--device", type=paths.not_a_path(device_arg), default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--micro-batch", type=cli.non_negative_int, default=0,

@@ -7,7 +7,8 @@ for a run's checkpoint, a checkpoint file or any HF causal-LM folder, written in
     pretrain eval --hf DIR --text bn=bn.txt --tasks bangla_sample_cloze --out b.json
 
 Everything is checked before any model runs: the model path, each text (its first document is read) and
-each task name. The sections added to eval.json (schema_version 1; a run's file keeps its other sections)::
+each task name. The sections added to eval.json (schema_version 1; a run's file keeps its other sections for
+the same checkpoint, `pretrain.eval.report`)::
 
     "text":  {"model", "kind", "tokenizer", "context", "normalized", "max_chars", "checkpoint_sha256"?,
               "languages": {LANG: {"bits_per_byte", "bits_per_char", "bits_per_token", "source",
@@ -28,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.fileio import read_json, write_json
+from common.fileio import write_json
 from common.paths import stamped
 from fertility.text import TextSource, iter_documents, parse_text_arg
 from pretrain.eval.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
+from pretrain.eval.report import checkpoint_sha256
 from pretrain.eval.text_bits import TextEvalError, evaluate_texts, load_scorer
 
 
@@ -90,22 +92,14 @@ def _device(name: str) -> str:
     return ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
 
 
-def _checkpoint_sha256(path: Path) -> dict[str, str]:
-    """The sha256 of the checkpoint scored (from its sidecar, or from an export's export.json), so that
-    ``pretrain export`` can tell which evaluation belongs to the checkpoint it exports."""
-    from pretrain.train.checkpoint import sidecar
-
-    meta = sidecar(path.resolve()) if path.is_file() else path / "export.json"
-    sha = read_json(meta).get("sha256" if path.is_file() else "checkpoint_sha256") if meta.is_file() else None
-    return {"checkpoint_sha256": sha} if sha else {}
-
-
 def score_model(plan: ScorePlan, report: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score the texts and tasks of ``plan``, add them to ``report`` (a run's eval.json) and write it."""
     from pretrain.release.export import export_checkpoint
 
-    report = dict(report) if report else {"schema_version": 1}
-    provenance = _checkpoint_sha256(plan.model)
+    sha256 = checkpoint_sha256(plan.model)
+    # Which checkpoint each section scored, so that `pretrain export` can tell which belong to the one it exports.
+    provenance = {"checkpoint_sha256": sha256} if sha256 else {}
+    report = dict(report) if report else {"schema_version": 1, **provenance}
     if plan.texts:
         scorer = load_scorer(plan.model, plan.device)
         report["text"] = {**evaluate_texts(scorer, plan.texts, max_chars=plan.max_chars, normalize=plan.normalize,

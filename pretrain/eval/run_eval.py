@@ -2,16 +2,18 @@
 model and for its random-init twin, plus a few sampled continuations. ``pretrain eval --run RUN``.
 
 Bits per character and per byte do not depend on the tokenizer, so runs with different tokenizers can be
-compared. They are computed as bits per token over the evaluated windows x tokens per character (byte) of
-the language's validation shards (the manifest counts the characters and bytes of the cleaned text);
-when every window is evaluated (``--max-tokens 0``) this is the total NLL in bits over the text's length.
+compared. Each validation document is scored after its BOS, BOS never a target (`pretrain.train.validation`);
+with every token scored (``--max-tokens 0``) bits per byte is the total NLL in bits over the text's bytes
+(the manifest counts the bytes and characters of the cleaned text), the figure ``--text`` gives on the same
+documents; with a budget it is the scored tokens' bits per token x the language's text tokens per byte.
 
 The random-init twin is the model the run started from: the same config built after the same seed, never
 trained. Its loss is about ln(vocab); the ratio trained / twin says how much the run learned.
 
-``RUN/eval.json`` (schema_version 1)::
+``RUN/eval.json`` (schema_version 1) accumulates (`pretrain.eval.report`): the sections of an earlier
+``pretrain eval`` of the same checkpoint (``text``, ``tasks``) are kept; another checkpoint starts anew::
 
-    {"schema_version": 1, "run", "checkpoint", "step", "tokens_seen", "max_tokens_per_language",
+    {"schema_version": 1, "run", "checkpoint", "checkpoint_sha256", "step", "tokens_seen", "max_tokens_per_language",
      "tokenizer": {"spec", "sha256", "vocab_size"}, "model": {"preset", "parameters", "config"},
      "sampling": {"temperature", "top_k", "seed", "banned"},
      "languages": {LANG: {"model": METRICS, "random_init": METRICS, "loss_ratio", "samples": [SAMPLE]}},
@@ -34,6 +36,7 @@ import torch
 from common.errors import InputError
 from common.fileio import write_json
 from common.paths import stamped
+from pretrain.eval.report import checkpoint_sha256, earlier_report
 from pretrain.train import rundir
 from pretrain.train.data import Dataset, open_dataset
 from pretrain.train.distributed import Runtime
@@ -87,8 +90,9 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
                  max_tokens: int = 0, samples: int = 3, prompt_tokens: int = 16, new_tokens: int = 32,
                  device: str = "auto", micro_batch: int = 0, plot: bool = True,
                  out: str | Path | None = None) -> dict[str, Any]:
-    """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write RUN/eval.json and
-    (``plot``) RUN/eval.png, or with ``out`` that file only (the run is left as it is).
+    """Evaluate a run's checkpoint (default: the latest) and its random-init twin; write RUN/eval.json (its
+    other sections for the same checkpoint kept) and (``plot``) RUN/eval.png, or with ``out`` that file only
+    (the run is left as it is).
 
     The data is ``data``, else the shards the run trained on (`pretrain.train.rundir.resolve_path`: from any
     folder)."""
@@ -117,8 +121,10 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
     trained = language_metrics(model, dataset, cfg.seq_len, max_tokens, micro, runtime)
     untrained = language_metrics(twin, dataset, cfg.seq_len, max_tokens, micro, runtime)
     info = dataset.manifest.tokenizer
+    sha256 = checkpoint_sha256(path)
     report: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "run": str(run_dir), "checkpoint": str(path), "step": state["step"],
+        "schema_version": SCHEMA_VERSION, "run": str(run_dir), "checkpoint": str(path),
+        "checkpoint_sha256": sha256, "step": state["step"],
         "tokens_seen": state["tokens_seen"], "max_tokens_per_language": max_tokens,
         "tokenizer": {"spec": info.spec, "sha256": info.sha256, "vocab_size": info.vocab_size},
         "model": {"preset": cfg.model_preset, "parameters": model.num_params(), "config": asdict(cfg.model)},
@@ -138,6 +144,7 @@ def evaluate_run(run_dir: str | Path, *, checkpoint: str | Path | None = None, d
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_json(out, stamped(report))
         return report
+    report = {**earlier_report(run_dir / "eval.json", sha256, str(path)), **report}
     write_json(run_dir / "eval.json", stamped(report))
     if plot:
         from pretrain.eval.plots import plot_eval

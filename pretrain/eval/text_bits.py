@@ -12,6 +12,8 @@ does), so every character of the text is predicted and none is context only.
 A document longer than the context is scored in overlapping windows: each window keeps at least half a
 context of preceding tokens and scores only tokens no earlier window scored (the usual sliding-window
 perplexity). Windows are right-padded into batches; padding never changes a causal model's earlier logits.
+The scorer is `pretrain.train.validation.score_ids`, the one the run's validation uses, so validation on a
+run's held-out documents and ``--text`` on the same documents give the same bits per byte.
 
 Text is read with ``fertility`` (any format it reads: .txt/.jsonl/.parquet, gzipped, ``LANG=PATH:FIELD``)
 and put through ``corpus.normalize``, the cleaning the training shards had, unless ``normalize=False``;
@@ -20,19 +22,16 @@ whichever text is scored, every model sees the same characters.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from common.errors import InputError
 from fertility.text import TextSource, iter_documents
-
-IGNORE = -100  # cross_entropy's ignore_index: padding and context-only targets
+from pretrain.train.validation import score_ids
 
 
 class TextEvalError(InputError):
@@ -134,42 +133,6 @@ def _hf_scorer(path: Path, dev: torch.device) -> Scorer:
                   context, dev)
 
 
-def windows(n_ids: int, context: int) -> list[tuple[int, int, int]]:
-    """``(start, first, end)`` per window over a document of ``n_ids`` ids (prefix included): the model reads
-    ids ``[start, end - 1)`` and scores targets ``[first, end)``; every target 1..n_ids-1 exactly once."""
-    out, scored, stride = [], 1, max(1, context // 2)
-    start = 0
-    while scored < n_ids:
-        end = min(start + context + 1, n_ids)
-        out.append((start, scored, end))
-        scored = end
-        start += stride
-    return out
-
-
-@torch.no_grad()
-def score_ids(scorer: Scorer, docs: Sequence[Sequence[int]], batch_size: int = 8) -> float:
-    """Total NLL in bits of every token of ``docs`` (each given without its prefix)."""
-    pieces = []  # (input ids, targets with context-only positions ignored)
-    for doc in docs:
-        ids = [scorer.prefix_id, *doc]
-        for start, first, end in windows(len(ids), scorer.context):
-            targets = ids[start + 1:end]
-            skip = first - (start + 1)
-            pieces.append((ids[start:end - 1], [IGNORE] * skip + targets[skip:]))
-    pieces.sort(key=lambda p: len(p[0]))  # similar lengths together: little padding
-    total = 0.0
-    for a in range(0, len(pieces), batch_size):
-        chunk = pieces[a:a + batch_size]
-        width = max(len(x) for x, _ in chunk)
-        inputs = torch.tensor([x + [scorer.prefix_id] * (width - len(x)) for x, _ in chunk], device=scorer.device)
-        targets = torch.tensor([y + [IGNORE] * (width - len(y)) for _, y in chunk], device=scorer.device)
-        logits = scorer.logits(inputs).float()
-        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE,
-                                 reduction="sum").double().item()
-    return total / math.log(2)
-
-
 def read_texts(source: TextSource, max_chars: int | None = None, normalize: bool = True) -> list[str]:
     """The documents of ``source`` (the first ``max_chars`` characters' worth), cleaned like the shards."""
     from corpus.normalize import normalize as clean
@@ -187,7 +150,8 @@ def text_bits(scorer: Scorer, source: TextSource, *, max_chars: int | None = Non
     label = source.spec if source.field == "text" else f"{source.spec}:{source.field}"  # fertility reads it back
     return TextBits(source=label, documents=len(docs), chars=sum(len(d) for d in docs),
                     bytes=sum(len(d.encode()) for d in docs), tokens=sum(len(x) for x in ids),
-                    bits=score_ids(scorer, ids, batch_size))
+                    bits=score_ids(scorer.logits, ids, prefix_id=scorer.prefix_id, context=scorer.context,
+                                   device=scorer.device, batch_size=batch_size))
 
 
 def evaluate_texts(scorer: Scorer, sources: Sequence[TextSource], *, max_chars: int | None = None,

@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from common.fileio import write_json
@@ -203,13 +204,14 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
             "tokenizer_check": check_tokenizer(ds, problems), "shard_check": check_shards(ds, problems)}
     if not ds.val:
         problems.append(f"{ds.path}: no validation shards, so no per-language evaluation is possible")
+    bos = ds.manifest.tokenizer.bos_id
     for lang, stream in ds.val.items():
-        # The validation scores whole windows of seq_len + 1 tokens; a shorter stream would stop the run at its
-        # first validation (step train.eval_interval), so it is refused here, before any step.
-        if len(stream) < cfg.seq_len + 1:
-            problems.append(f"{ds.path}: the {lang} validation shards hold {len(stream):,} tokens, fewer than one "
-                            f"sequence of {cfg.seq_len + 1:,} (seq_len {cfg.seq_len:,} + 1); build the shards "
-                            "with more --val-tokens, or set data.seq_len lower")
+        # Validation scores each document after its BOS in windows of at most seq_len (pretrain.train.validation),
+        # so a set shorter than one sequence is scored as it is; a stream with no text token would stop the run
+        # at its first validation (step train.eval_interval), so it is refused here, before any step.
+        if not any(int(np.count_nonzero(np.asarray(shard) != bos)) for shard in stream.shards):
+            problems.append(f"{ds.path}: the {lang} validation shards hold no text token ({len(stream):,} tokens, "
+                            "all BOS); build the shards with more --val-tokens")
     if cfg.train.tensorboard and rt.is_main:
         try:  # imported now, not at the first log: a missing package stops the launch before step 1
             import torch.utils.tensorboard  # noqa: F401

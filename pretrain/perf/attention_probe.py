@@ -9,12 +9,20 @@ no SDPA kernel at all, which :func:`attention_kernels` reports as an empty list.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import torch
-from torch.profiler import ProfilerActivity, profile
+# Kineto, the profiler's backend, prints "USDT: ... profiler_start" and "profiler_stop" on stderr at every
+# profile (its USDT level, 5, is above ERROR, 4), two lines of noise in every `pretrain bench`. It reads the
+# level when the profiler first starts, so setting it here, before any profile, is enough; 6 is past its last
+# level. A kineto error would then go unprinted too: the probe would find no kernel and say "none seen".
+# A level the user set is kept.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+import torch  # noqa: E402  (after the level, which the profiler reads)
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 # aten op -> kernel family; backward ops are left out (the forward op decides the family).
 KERNELS = {

@@ -25,10 +25,11 @@ import argparse
 import contextlib
 import datetime
 import gc
+import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -345,13 +346,43 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     if on_gpu and not torch.cuda.is_available():
         raise InputError(f"--device {device}: torch {torch.__version__} sees no CUDA device")
     cfg = model_config(args.config, args.vocab_size)
-    return BenchSettings(
+    settings = BenchSettings(
         config=args.config, vocab_size=args.vocab_size,
         micro_batch=args.micro_batch or PRESETS[args.config].data["micro_batch"], accum=args.accum,
         seq_len=args.seq_len or cfg.block_size, steps=args.steps, warmup=args.warmup, device=device,
         dtype=("bf16" if on_gpu else "fp32") if args.dtype == "auto" else args.dtype,
         compile=args.compile == "yes" or (args.compile == "auto" and on_gpu), compile_mode=args.compile_mode,
         fused_adamw=on_gpu)
+    check_memory(settings)
+    return settings
+
+
+def _device_memory(device: torch.device) -> tuple[int, str]:
+    """The memory a step can use on ``device``, and its name: the GPU's, or on a CPU the machine's RAM."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return props.total_memory, props.name
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's RAM"
+
+
+def check_memory(s: BenchSettings) -> None:
+    """Refuse, before anything is allocated, a step that cannot fit: the launch's memory estimate
+    (`pretrain.guard.run_plan.memory_estimate`) for this shape, plus the step's batch of int64 ids, against the
+    device's memory. Any integer passes the option types, so a huge ``--micro-batch`` or ``--seq-len`` would
+    otherwise fail deep inside torch (an overflow, or an allocation the machine cannot make)."""
+    from pretrain.config import preset
+    from pretrain.guard.run_plan import memory_estimate
+
+    run = preset(s.config, s.vocab_size)
+    run = replace(run, model=model_config(s.config, s.vocab_size, block_size=max(s.seq_len, run.model.block_size)),
+                  data=replace(run.data, micro_batch=s.micro_batch, seq_len=s.seq_len))
+    need = memory_estimate(run, autocast=s.dtype == "bf16", fused_optimizer=s.fused_adamw)["total_bytes"]
+    need += s.micro_batch * s.accum * (s.seq_len + 1) * 8
+    have, name = _device_memory(torch.device(s.device))
+    if need > have:
+        raise InputError(f"--micro-batch {s.micro_batch} x --seq-len {s.seq_len} x --accum {s.accum} "
+                         f"(--config {s.config}, --vocab-size {s.vocab_size}): the step needs about "
+                         f"{need / 2**30:.3g} GiB, more than the {have / 2**30:.1f} GiB of {name}; lower them")
 
 
 def run(args: argparse.Namespace) -> int:

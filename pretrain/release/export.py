@@ -98,8 +98,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
     checkpoint, out = Path(checkpoint), Path(out)
     check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
     check_publishable(out)
-    if eval_json is not None and not Path(eval_json).is_file():
-        raise ExportError(f"--eval {eval_json}: no such file")
+    model_card.check_card_inputs(Path(eval_json) if eval_json else None, data)
     if dtype not in DTYPES:
         raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
     state = load_checkpoint(checkpoint)  # verifies the checksum

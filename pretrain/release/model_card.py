@@ -10,10 +10,13 @@ available is said in words, with the command that produces it; the card never sh
 
 from __future__ import annotations
 
+import contextlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.errors import InputError
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
 from pretrain.config import SCHEDULES, RunConfig, effective_warmup
@@ -43,10 +46,28 @@ def default_eval_path(checkpoint: Path) -> Path | None:
     return checkpoint.parent.parent / "eval.json" if checkpoint.parent.name == "checkpoints" else None
 
 
+EVAL_SECTIONS = ("languages", "text", "tasks")  # what `pretrain eval` writes; a report holds at least one
+
+
+def read_eval_report(path: Path, what: str = "--eval") -> dict[str, Any]:
+    """The eval.json of ``pretrain eval`` at ``path``, else an :class:`InputError` naming ``what`` and the file."""
+    try:
+        report = read_json(path)
+    except IsADirectoryError:
+        raise InputError(f"{what} {path}: is a folder; expected the eval.json of `pretrain eval`") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{what} {path}: not JSON ({e}); expected the eval.json of `pretrain eval`") from None
+    if not isinstance(report, dict) or "schema_version" not in report or not any(k in report for k in EVAL_SECTIONS):
+        raise InputError(f"{what} {path}: not an eval report (expected a JSON object with schema_version and "
+                         f"one of {', '.join(EVAL_SECTIONS)}, as `pretrain eval` writes)")
+    return report
+
+
 def matching_evaluation(report: dict[str, Any], step: int, sha256: str) -> dict[str, Any]:
-    """The sections of an eval.json that evaluate the checkpoint of ``step`` / ``sha256``."""
+    """The sections of an eval.json that evaluate the checkpoint of ``step`` / ``sha256`` (the validation
+    split by its checkpoint_sha256 where it names one, else by step)."""
     out = {}
-    if report.get("step") == step and "languages" in report:
+    if report.get("step") == step and "languages" in report and report.get("checkpoint_sha256", sha256) == sha256:
         out["validation"] = report
     for key in ("text", "tasks"):
         section = report.get(key)
@@ -56,9 +77,25 @@ def matching_evaluation(report: dict[str, Any], step: int, sha256: str) -> dict[
     return out
 
 
+def check_card_inputs(eval_json: Path | None, data: str | None) -> None:
+    """An ``--eval`` or ``--data`` the user named must be what the card reads (an eval report, a shard folder
+    with a manifest), checked before any export work; only the run's own defaults may be absent."""
+    if eval_json is not None:
+        if not eval_json.exists():
+            raise InputError(f"--eval {eval_json}: no such file (expected the eval.json of `pretrain eval`)")
+        read_eval_report(eval_json)
+    if data is not None:
+        try:
+            Manifest.load(data)
+        except ShardError as e:
+            raise InputError(f"--data {data}: {e}") from None
+
+
 def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha256: str, tokenizer_spec: str,
            dtype: str, eval_json: Path | None = None, data: str | None = None) -> CardInputs:
-    """Collect the card's numbers for a loaded checkpoint ``state``."""
+    """Collect the card's numbers for a loaded checkpoint ``state``. ``eval_json`` and ``data``, when given, were
+    checked by ``pretrain export`` (`check_card_inputs`); the run's own, when absent or unreadable, are said
+    to be missing in the card."""
     cfg = RunConfig.from_dict(state["config"])
     inputs = CardInputs(name=name, config=cfg, step=state["step"], tokens_seen=state["tokens_seen"],
                         checkpoint_sha256=checkpoint_sha256,
@@ -71,7 +108,9 @@ def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha
                                 "`pretrain export --data SHARDS` adds the corpus mixture.")
     path = eval_json or default_eval_path(checkpoint)
     if path is not None and path.is_file():
-        inputs.evaluation = matching_evaluation(read_json(path), inputs.step, checkpoint_sha256)
+        # The run's own eval.json, if unreadable, is no evaluation: the card says none was found.
+        with contextlib.suppress(InputError):
+            inputs.evaluation = matching_evaluation(read_eval_report(path), inputs.step, checkpoint_sha256)
     if not inputs.evaluation:
         inputs.notes["eval"] = ("No evaluation of this checkpoint was found (eval.json of the same step and "
                                 "checkpoint); `pretrain eval --run RUN --checkpoint CKPT [--text ...] [--tasks ...]` "

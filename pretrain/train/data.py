@@ -202,14 +202,3 @@ class BatchSampler:
                                 "resuming with another batch shape or seed would not reproduce the run")
         self.state = SamplerState(next_batch=int(state["next_batch"]), skip=[list(r) for r in state["skip"]])
         self._set_tail(bool(state.get("tail", False)))
-
-
-def eval_windows(stream: TokenStream, seq_len: int, max_tokens: int) -> np.ndarray:
-    """Consecutive non-overlapping windows ``(n, seq_len + 1)`` from the start of a validation stream,
-    covering about ``max_tokens`` targets (all of them when ``max_tokens`` is 0)."""
-    n = (len(stream) - 1) // seq_len
-    if max_tokens:
-        n = min(n, -(-max_tokens // seq_len))
-    if n < 1:
-        raise DataError(f"validation shards hold {len(stream)} tokens, fewer than one sequence of {seq_len + 1}")
-    return np.stack([stream.window(i * seq_len, seq_len + 1) for i in range(n)])

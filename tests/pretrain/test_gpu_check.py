@@ -161,7 +161,12 @@ def test_dress_rehearsal_writes_every_file_and_the_table(tmp_path):
     assert [(c["name"], c["exit_code"]) for c in smoke["commands"]] == [("launch", 0), ("resume", 0), ("eval", 0)]
     assert smoke["checkpoints_after_launch"] and smoke["supervisor_decisions"] > 0
     assert smoke["tensorboard_files"] > 0  # on, as in a real launch
-    memory = smoke["launch_memory"]  # on CPU the estimate counts the process: it must match its peak RSS
+    # On CPU the estimate counts the process: it must match its peak RSS. The smoke runs its launches with
+    # glibc's freed blocks given back at once (gpu_check.CPU_MALLOC): with the default allocator RSS also holds
+    # freed memory, how much depending on how threads interleave, and under load the two drifted 25% apart.
+    # Measured so, the estimate beyond the tensors was 349.8 MiB idle and 349.1 MiB beside two busy loops,
+    # the peak 6.6% and 4.8% above the estimate (docs/run_trust.md).
+    memory = smoke["launch_memory"]
     assert abs(memory["estimate"]["total_bytes"] - memory["peak_rss_bytes"]) <= 0.2 * memory["peak_rss_bytes"], memory
     assert smoke["eval_mean"]["model_loss"] < smoke["eval_mean"]["random_init_loss"]
 

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from pretrain.cli import main
-from pretrain.eval.text_bits import Scorer, score_ids, windows
 from pretrain.model.gpt import GPT, GPTConfig
 from pretrain.train.checkpoint import latest_checkpoint
+from pretrain.train.validation import score_ids, windows
 
 
 @pytest.mark.parametrize("n_ids,context", [(2, 8), (9, 8), (10, 8), (37, 8), (100, 7), (5, 1)])
@@ -25,9 +25,9 @@ def test_windows_score_every_target_once_with_half_a_context_before_it(n_ids, co
     assert scored == list(range(1, n_ids))
 
 
-def _scorer(model: GPT, context: int) -> Scorer:
-    return Scorer("m", "checkpoint", "t", lambda texts: [], lambda ids: model(ids)[0], 0, context,
-                  torch.device("cpu"))
+def _score(model: GPT, docs: list[list[int]], context: int, batch: int) -> float:
+    return score_ids(lambda ids: model(ids)[0], docs, prefix_id=0, context=context, device=torch.device("cpu"),
+                     batch_size=batch)
 
 
 def test_score_is_the_summed_nll_in_bits_whatever_the_batching():
@@ -38,9 +38,9 @@ def test_score_is_the_summed_nll_in_bits_whatever_the_batching():
         expected = sum(F.cross_entropy(model(torch.tensor([[0, *d]]))[0][0, :-1], torch.tensor(d),
                                        reduction="sum").item() for d in docs) / math.log(2)
     for batch in (1, 3, 8):  # right padding never changes the scored positions
-        assert score_ids(_scorer(model, 32), docs, batch) == pytest.approx(expected, rel=1e-6)
+        assert _score(model, docs, 32, batch) == pytest.approx(expected, rel=1e-6)
     # A shorter context scores the same tokens with less to go on: different, still finite.
-    windowed = score_ids(_scorer(model, 8), docs, 4)
+    windowed = _score(model, docs, 8, 4)
     assert math.isfinite(windowed) and windowed != pytest.approx(expected, rel=1e-6)
 
 

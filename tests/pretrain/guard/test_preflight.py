@@ -41,30 +41,51 @@ def short_val(micro, tmp_path_factory):
     return micro.write_synthetic(tmp_path_factory.mktemp("short_val"), val_tokens=115)
 
 
-def test_a_validation_set_shorter_than_one_sequence_fails_the_preflight(micro, short_val, tmp_path, capsys):
+def test_a_validation_set_shorter_than_one_sequence_is_scored_and_the_run_goes_on(micro, short_val, tmp_path,
+                                                                                  capsys):
     """The finding: such shards passed the preflight ("preflight: ok"), then the first validation stopped the
-    run before its first checkpoint, and --resume failed again at the same step."""
+    run before its first checkpoint, and --resume failed again at the same step. Validation now scores each
+    document after its BOS in windows of at most seq_len, so 115 tokens against sequences of 129 are scored."""
+    from common.fileio import read_jsonl
+
     run = tmp_path / "run"
-    assert main(micro.args(short_val, run, 8, *SEQ_128)) == 2
+    assert main(micro.args(short_val, run, 8, *SEQ_128, "--set", "train.eval_interval=4")) == 0, \
+        capsys.readouterr().err
+    records = read_jsonl(run / "val.jsonl")
+    assert records and all(set(r["languages"]) == {"bn", "en"} for r in records)
+    assert all(0 < v < float("inf") for r in records for v in r["languages"].values())
+    assert (run / "checkpoints" / "latest.json").is_file()
+
+
+def test_a_validation_set_with_no_text_fails_the_preflight(micro, tmp_path, capsys):
+    """A language whose validation stream holds nothing to score is refused before step 1, in one line each."""
+    shards = micro.write_synthetic(tmp_path / "no_val_text", val_tokens=1)
+    run = tmp_path / "run"
+    assert main(micro.args(shards, run, 8, *SEQ_128)) == 2
     err = capsys.readouterr().err
     problems = [line for line in err.splitlines() if "PROBLEM" in line]
-    assert len(problems) == 2 and "Traceback" not in err  # bn and en, one line each
-    assert "the bn validation shards hold 115 tokens, fewer than one sequence of 129" in problems[0]
+    assert problems and "Traceback" not in err
+    assert all("validation shards hold no text token" in line for line in problems)
     assert not (run / "metrics.jsonl").exists(), "refused before any step"
 
 
-def test_a_failing_validation_costs_no_step(micro, short_val, tmp_path):
-    """A validation that fails anyway (the preflight bypassed) checkpoints the steps before the error goes on."""
+def test_a_failing_validation_costs_no_step(micro, short_val, tmp_path, monkeypatch):
+    """A validation that fails (here by a planted error) checkpoints the steps before the error goes on."""
+    from pretrain.train import trainer as trainer_module
     from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
     from pretrain.train.data import DataError, open_dataset
     from pretrain.train.distributed import setup
     from pretrain.train.trainer import Trainer
 
+    def fail(*args, **kwargs):
+        raise DataError("planted validation failure")
+
+    monkeypatch.setattr(trainer_module, "language_losses", fail)
     run = tmp_path / "run"
     cfg = micro.config(short_val, run, "model.block_size=128", "data.micro_batch=2", "train.max_steps=8",
                        "train.eval_interval=3", "train.checkpoint_interval=4")
     trainer = Trainer(cfg, open_dataset(short_val), setup("cpu", "fp32"))
-    with pytest.raises(DataError, match="fewer than one sequence of 129"):
+    with pytest.raises(DataError, match="planted validation failure"):
         trainer.fit()
     assert latest_checkpoint(run).name == "step_00000003.pt"
     assert load_checkpoint(latest_checkpoint(run))["step"] == 3

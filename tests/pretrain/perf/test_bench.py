@@ -52,6 +52,12 @@ def test_bench_rejects_bad_arguments(capsys):
         cli.main(["bench", "--config", "tiny", "--steps", "0"])
     assert refused.value.code == 2
     assert "--steps: expected a positive integer, got 0" in capsys.readouterr().err
+    # Integers any type accepts, but no machine holds: one line before anything is allocated.
+    for option, value in (("--micro-batch", "1e30"), ("--seq-len", "1e12"), ("--vocab-size", "1e15"),
+                          ("--accum", "1e18")):
+        assert cli.main(["bench", "--config", "tiny", "--device", "cpu", option, value]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "GiB" in err and "Traceback" not in err, (option, err)
     if not torch.cuda.is_available():
         assert cli.main(["bench", "--device", "cuda"]) == 2
         assert "sees no CUDA device" in capsys.readouterr().err
@@ -70,3 +76,23 @@ def test_attention_probe_tells_the_causal_flag_from_an_explicit_mask():
     assert [(a["is_causal"], a["explicit_mask"], a["calls"]) for a in explicit] == [(False, True, 1)]
     assert describe(flag) == "flash-cpu (causal flag)" and describe(explicit) == "flash-cpu (explicit mask)"
     assert attention_kernels(lambda: q @ q.transpose(-1, -2)) == [] and describe([]).startswith("none seen")
+
+
+def test_the_attention_probe_prints_nothing_of_the_profilers(tmp_path):
+    """Kineto's two `USDT ... profiler_start/stop` lines used to come with every bench (a fresh process: the
+    profiler reads its log level once)."""
+    import os
+    import subprocess
+    import sys
+
+    from pretrain.cli import __file__ as cli_file
+
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    code = ("import torch\nfrom pretrain.perf.attention_probe import attention_kernels\n"
+            "q = torch.ones(1, 1, 4, 8)\n"
+            "calls = attention_kernels(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True))\n"
+            "assert calls and calls[0]['is_causal'] is True, calls\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=os.path.dirname(os.path.dirname(cli_file)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr

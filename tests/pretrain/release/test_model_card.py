@@ -62,15 +62,40 @@ def test_the_card_renders_the_runs_architecture_data_training_and_evaluation(tin
 
 
 def test_a_card_without_evaluation_says_so_and_how_to_add_it(tiny_run, tmp_path):
-    ckpt = tiny_run / "checkpoints" / "step_00000003.pt"
-    assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "hf"),
-                 "--data", str(tmp_path / "nowhere")]) == 0
+    from pretrain.train.checkpoint import save_checkpoint
+
+    # A checkpoint whose run's shards are gone: the default manifest and eval.json are absent, said in the card.
+    state = load_checkpoint(tiny_run / "checkpoints" / "step_00000003.pt")
+    state["config"]["data"]["path"] = str(tmp_path / "moved-away")
+    ckpt = save_checkpoint(tmp_path / "run", 3, state)
+    assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "hf")]) == 0
     card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
     assert "No evaluation of this checkpoint was found" in card and "pretrain eval --run" in card
     assert "manifest.json) was not found" in card and "## Evaluation" in card
     assert "| bits/char" not in card
-    assert main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "hf2"),
-                 "--eval", str(tmp_path / "no.json")]) == 2
+
+
+def test_export_refuses_a_named_eval_or_data_it_cannot_read_before_any_work(tiny_run, tmp_path, capsys):
+    ckpt = tiny_run / "checkpoints" / "step_00000003.pt"
+    (tmp_path / "broken.json").write_text('{"schema_version": 1, "languages": {')
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "other.json").write_text('{"schema_version": 1, "shards": []}')
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "bad_manifest").mkdir()
+    (tmp_path / "bad_manifest" / "manifest.json").write_text("[]")
+    cases = [(["--eval", tmp_path / "no.json"], "--eval"), (["--eval", tmp_path / "broken.json"], "not JSON"),
+             (["--eval", tmp_path / "list.json"], "not an eval report"),
+             (["--eval", tmp_path / "other.json"], "not an eval report"),
+             (["--eval", tmp_path / "folder"], "--eval"),
+             (["--data", tmp_path / "nowhere"], "--data"), (["--data", tmp_path / "folder"], "manifest.json"),
+             (["--data", tmp_path / "bad_manifest"], "--data")]
+    for extra, says in cases:
+        capsys.readouterr()
+        out = tmp_path / "hf"
+        assert main(["export", "--checkpoint", str(ckpt), "--out", str(out), *map(str, extra)]) == 2, extra
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, (extra, err)
+        assert not out.exists()  # refused before the export's work
 
 
 def test_only_the_sections_of_the_exported_checkpoint_are_used():
@@ -78,3 +103,5 @@ def test_only_the_sections_of_the_exported_checkpoint_are_used():
     assert set(matching_evaluation(report, 3, "a")) == {"validation", "text"}
     assert set(matching_evaluation(report, 4, "b")) == {"tasks"}
     assert matching_evaluation({"step": 3, "text": {}}, 3, "a") == {}
+    # The validation split names its checkpoint's sha256 too: the same step of another checkpoint is not it.
+    assert matching_evaluation({"step": 3, "languages": {}, "checkpoint_sha256": "b"}, 3, "a") == {}

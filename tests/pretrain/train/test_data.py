@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corpus.shards import read_shard
-from pretrain.train.data import BatchSampler, DataError, check_compatible, eval_windows, open_dataset
+from pretrain.train.data import BatchSampler, DataError, check_compatible, open_dataset
 
 
 def test_stream_reads_across_shard_boundaries(synthetic_shards):
@@ -79,14 +79,6 @@ def test_sampler_state_round_trip_and_skips(synthetic_shards):
     assert [resumed.next_index() for _ in range(3)] == [3, 6, 7]
     with pytest.raises(DataError, match="seed"):
         BatchSampler(ds.train, 32, 8, seed=9).load_state_dict(state)
-
-
-def test_eval_windows_are_consecutive(synthetic_shards):
-    ds = open_dataset(synthetic_shards)
-    w = eval_windows(ds.val["bn"], 32, 100)
-    assert w.shape == (4, 33)  # ceil(100 / 32) windows
-    assert np.array_equal(w[1, 0], w[0, -1])  # stride 32: each target once
-    assert eval_windows(ds.val["bn"], 32, 0).shape[0] == (len(ds.val["bn"]) - 1) // 32
 
 
 def test_real_shards_fit_gpt2_vocabulary(shards):
