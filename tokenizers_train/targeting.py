@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 import fertility
 from common.cli import parse_lang_numbers
 from common.errors import InputError
+from fertility.premium import ParallelText, premium
 
 GAIN = 4.0
 MIN_SHARE = 0.02
@@ -114,6 +115,16 @@ def measure(tokenizer: str, validation: Mapping[str, list[str]]) -> dict[str, fl
     """Characters per token of ``tokenizer`` on each language's validation text (via ``fertility``)."""
     report = fertility.analyze([tokenizer], dict(validation), progress=False)
     return {lang: m.chars_per_token for lang, m in report.tokenizers[0].languages.items()}
+
+
+def measure_parallel(tokenizer: str, text: ParallelText, reference: str) -> dict[str, float]:
+    """Each language's chars/token on line-aligned parallel ``text``, counted in the ``reference`` language's
+    characters: the reference's characters over the language's tokens for the same sentences. Equal values
+    are equal token counts for the same content, i.e. a premium of 1.00 (``fertility.premium``), so balance
+    and parity on these figures bring every premium against ``reference`` within the tolerance."""
+    metrics = premium(fertility.load_tokenizer(tokenizer), text, reference)
+    chars = metrics[reference].chars
+    return {lang: chars / max(1, m.tokens) for lang, m in metrics.items()}
 
 
 def next_shares(shares: Mapping[str, float], measured: Mapping[str, float], floor: Mapping[str, float]) -> dict[str, float]:
