@@ -26,7 +26,6 @@ documents. Either is reported, never silent (:func:`describe_sample`).
 from __future__ import annotations
 
 import hashlib
-import math
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,7 +148,7 @@ def prepare_text(
                 files[source.lang] = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
                 langs[source.lang] = LanguageText(source.lang, path, 0, [])
             lt, out = langs[source.lang], files[source.lang]
-            info, kept, kept_chars = SourceInfo(source.lang, source.spec), [], 0
+            info, kept = SourceInfo(source.lang, source.spec), HeldAside(max_validation_chars)
             docs = iter_documents(source, max_chars=max_chars_per_source)
             bar = tqdm(docs, desc=f"reading {source.lang}={source.spec}", unit=" docs", disable=not progress,
                        mininterval=1.0)
@@ -158,9 +157,7 @@ def prepare_text(
                 info.documents += 1
                 if is_held:
                     info.validation_chars += len(text)
-                    if kept_chars < max_validation_chars:  # a source may fill the whole slice
-                        kept.append(text)
-                        kept_chars += len(text)
+                    kept.add(text)
                     continue
                 for line in text.splitlines():
                     if line.strip():
@@ -171,7 +168,7 @@ def prepare_text(
                         lt.mark_chars += mark_chars(line)
                         digest.update(line.encode() + b"\n")
             infos.append(info)
-            held.append(kept)
+            held.append(kept.documents())
     finally:
         for f in files.values():
             f.close()
@@ -195,6 +192,32 @@ def prepare_text(
                              "needed, one to train on and one to measure (not a duplicate of the other): give "
                              "more text")
     return PreparedText(langs, infos, digest.hexdigest())
+
+
+class HeldAside:
+    """A source's held-aside documents, thinned to at most twice ``cap`` characters by whole blocks
+    (systematic sampling: every ``stride``-th block of HOLDOUT_BLOCK held documents, the stride doubled
+    whenever the kept text passes ``2 * cap``), so the slice can sample the whole source in bounded memory
+    instead of its head."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.stride, self.seen, self.chars = cap, 1, 0, 0
+        self.kept: list[tuple[int, str]] = []  # (held block number, document)
+
+    def add(self, text: str) -> None:
+        block = self.seen // HOLDOUT_BLOCK
+        self.seen += 1
+        if block % self.stride:
+            return
+        self.kept.append((block, text))
+        self.chars += len(text)
+        if self.chars > 2 * self.cap:
+            self.stride *= 2
+            self.kept = [(b, t) for b, t in self.kept if b % self.stride == 0]
+            self.chars = sum(len(t) for _, t in self.kept)
+
+    def documents(self) -> list[str]:
+        return [t for _, t in self.kept]
 
 
 def validation_quotas(train_chars: Sequence[int], held_chars: Sequence[int], cap: int) -> list[int]:
@@ -221,20 +244,23 @@ def validation_quotas(train_chars: Sequence[int], held_chars: Sequence[int], cap
 
 
 def spread(docs: Sequence[str], chars: int) -> list[str]:
-    """About ``chars`` characters of ``docs`` in evenly spaced runs of HOLDOUT_BLOCK documents (every k-th
-    run), so a source's slice samples the whole of what it held aside, not its head; all of ``docs`` when
-    they have no more."""
+    """About ``chars`` characters of ``docs`` in evenly spaced runs of HOLDOUT_BLOCK documents (a run taken
+    whenever the running fraction ``chars / total`` adds up to one), so a source's slice samples the whole of
+    what it held aside, not its head; all of ``docs`` when they have no more."""
     total = sum(map(len, docs))
     if total <= chars:
         return list(docs)
-    every = max(1, math.floor(total / max(chars, 1)))
+    fraction, owed = chars / total, 1.0
     out, used = [], 0
-    for start in range(0, len(docs), HOLDOUT_BLOCK * every):
-        for doc in docs[start:start + HOLDOUT_BLOCK]:
-            if used >= chars:
-                return out
-            out.append(doc)
-            used += len(doc)
+    for start in range(0, len(docs), HOLDOUT_BLOCK):
+        if owed >= 1:
+            owed -= 1
+            for doc in docs[start:start + HOLDOUT_BLOCK]:
+                if used >= chars:
+                    return out
+                out.append(doc)
+                used += len(doc)
+        owed += fraction
     return out
 
 
