@@ -114,17 +114,8 @@ def _synthetic(n, seed):
 def test_balance_converges_for_n_languages_with_a_probe_budget_independent_of_n(n, seed):
     langs, cpt = _synthetic(n, seed)
     goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=8)
-    trained = []
-
-    def train(shares, probe):
-        measured = cpt(shares, probe)
-        floor = targeting.floors(goal, measured)
-        met = all(measured[k] >= v for k, v in floor.items())
-        trained.append(targeting.Round(len(trained) + 1, dict(shares), measured, floor, met, 0.0, probe))
-        return trained[-1]
-
-    rounds = targeting.balance(train, dict.fromkeys(langs, 1 / n), goal)
-    assert rounds == trained
+    rounds = _run_balance(cpt, langs, goal)
+    assert [r.index for r in rounds] == list(range(1, len(rounds) + 1))
     probes = [r for r in rounds if r.probe]
     full = [r for r in rounds if not r.probe]
     # two probe trainings whatever n is: each measures every language at once (n measurements per probe)
