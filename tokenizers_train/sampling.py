@@ -431,13 +431,31 @@ def describe_sample(prepared: PreparedText, shares: Mapping[str, float], sample_
 
 
 def iter_sample(prepared: PreparedText, budgets: Mapping[str, int]) -> Iterator[str]:
-    """Stream the sample: each language's lines up to its character budget, cycling its file if short."""
+    """Stream the sample: each language's lines up to its character budget (:func:`_sample_lines`)."""
     for lang, budget in budgets.items():
-        yield from _cycle_lines(prepared.languages[lang].train_path, budget)
+        lt = prepared.languages[lang]
+        yield from _sample_lines(lt.train_path, budget, lt.train_chars)
 
 
-def _cycle_lines(path: Path, budget: int) -> Iterator[str]:
-    used = 0
+def _sample_lines(path: Path, budget: int, total: int) -> Iterator[str]:
+    """``budget`` characters of the training file ``path`` (``total`` characters). Less than the whole file:
+    lines spread evenly over all of it (a line is taken whenever the characters taken fall behind
+    ``budget / total`` of those read), so every source of the language gives its part. Reading the head
+    instead gave a language's first sources only: with ``en/*.txt.gz`` at a 50 % share of every shared bn
+    and en file (14.8 M of English's 56 M characters) dialogue, fiction and news, and English Wikipedia, two
+    thirds of the text, almost none (its validation figure 4.22, issue 29). More than the whole file: the
+    file whole, then cycled from its start (``max_repeats``)."""
+    used = seen = 0
+    if budget < total:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                seen += len(line)
+                if used < budget * seen / total:
+                    yield line
+                    used += len(line)
+                    if used >= budget:
+                        return
     while used < budget:
         with open(path, encoding="utf-8") as f:
             for line in f:

@@ -180,3 +180,23 @@ def test_validation_quotas_fill_the_cap_from_the_sources_that_have_text():
     assert sampling.validation_quotas([990, 10], [1000, 1000], 1000) == pytest.approx([952, 47], abs=1)
     assert sampling.validation_quotas([500, 500], [100, 5000], 1000) == [100, 900]
     assert sampling.validation_quotas([500, 500], [100, 0], 1000) == [100, 0]
+
+
+def test_a_part_of_a_language_is_drawn_from_all_its_sources_not_the_first(tmp_path):
+    """Finding (issue 29): the sample read each language's training file from its head, so at a 50 % share of
+    every shared bn and en file English was its first sources (dialogue, fiction, news) and almost no
+    Wikipedia, two thirds of its text."""
+    import random
+
+    rng = random.Random(2)
+    first, second = tmp_path / "dialogue.txt", tmp_path / "wiki.txt"
+    first.write_text("".join(f"first {_words(rng, 10)}\n" for _ in range(1000)), encoding="utf-8")
+    second.write_text("".join(f"second {_words(rng, 10)}\n" for _ in range(3000)), encoding="utf-8")
+    prepared = sampling.prepare_text([TextSource("en", str(first)), TextSource("en", str(second))],
+                                     tmp_path / "work", progress=False)
+    total = prepared.languages["en"].train_chars
+    lines = list(sampling.iter_sample(prepared, {"en": total // 4}))
+    got = {k: sum(len(x) for x in lines if x.startswith(k)) for k in ("first", "second")}
+    assert total // 4 <= sum(got.values()) < total // 4 + 200
+    assert got["second"] / got["first"] == pytest.approx(3, rel=0.05)  # the sources' 1 : 3, not all "first"
+    assert len(set(lines)) == len(lines)  # no line twice while the file has more
