@@ -396,6 +396,7 @@ def _arguments(config: TrainingRun, train_config: backends.TrainConfig) -> dict:
         "holdout": config.holdout,
         "max_validation_chars": config.max_validation_chars,
         "goal": asdict(config.goal),
+        "parallel": {k: v.spec for k, v in config.parallel.items()} if config.parallel else None,
         "probe_chars": config.probe_chars,
         "naive": config.naive,
         "references": config.references,

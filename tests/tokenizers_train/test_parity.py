@@ -52,6 +52,7 @@ def test_parity_on_a_flores_folder_balances_seven_languages_at_once(seven, tmp_p
     report = json.loads((out / "training_report.json").read_text())
     chosen = report["rounds"][report["chosen_round"] - 1]
     assert chosen["met"] and not chosen["probe"]
+    assert set(report["arguments"]["parallel"]) == set(SCRIPTS)  # in the resume key: another dev set, new rounds
     # the rounds were judged on the dev set: each language's figure is English's characters per its token
     dev = read_parallel({k: root / "flores" / "devtest" / f"{k}.devtest" for k in SCRIPTS})
     got = premium(load_tokenizer(str(out / "tokenizer.json")), dev, "en")
