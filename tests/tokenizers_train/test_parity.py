@@ -76,3 +76,17 @@ def test_a_dev_set_without_every_language_is_refused_before_any_work(seven, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the parallel dev set has no he, hy, ka, ru, th" in err[0]
     assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--flores", "FLORES", "--parallel", "en=EN"], "--flores and --parallel"),
+    (["--flores", "MISSING"], "no devtest/*.devtest files"),
+])
+def test_a_bad_dev_set_option_is_one_line_and_exit_2(seven, tmp_path, capsys, extra, expected):
+    root, texts = seven
+    extra = [str(root / "flores") if x == "FLORES" else str(tmp_path / "none") if x == "MISSING" else
+             f"en={root / 'flores/devtest/en.devtest'}" if x == "en=EN" else x for x in extra]
+    assert main([*texts, "--out", str(tmp_path / "tok"), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+    assert not (tmp_path / "tok").exists()
