@@ -15,7 +15,9 @@ curve at once. The probes are N_PROBES (2) rounds whatever the number of languag
 trainings on ``probe_chars`` characters (independent of N) plus N validation measurements each, so the
 budget grows linearly in N (the measurements), never with N squared (no pairwise or one-language-at-a-time
 probes). Each full round after the first refits every slope from the last two full rounds (a secant step
-per language), where the probes' slope (learned on a smaller sample) is no longer the right one.
+per language), where the probes' slope (learned on a smaller sample) is no longer the right one, and then
+keeps each language's share inside the bracket the full rounds have measured (:func:`next_balance`); when
+no round meets the tolerance, :func:`best_round` keeps the fairest.
 """
 
 from __future__ import annotations
