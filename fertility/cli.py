@@ -14,9 +14,9 @@ from common import paths
 from common.errors import InputError
 from common.outdir import check_output_dir, check_publishable
 from fertility.analysis import analyze
-from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, flores_sources
+from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, parallel_sources
 from fertility.report import terminal_table, write_report
-from fertility.text import BadUTF8Error, TextSource, input_paths, parse_text_arg
+from fertility.text import BadUTF8Error, input_paths, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
 PROG = "fertility"
@@ -88,27 +88,13 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parallel_sources(args: argparse.Namespace) -> dict[str, TextSource]:
-    parallel: dict[str, TextSource] = {}
-    for arg in args.parallel:
-        source = parse_text_arg(arg, "--parallel")
-        if source.lang in parallel:
-            raise InputError(f"--parallel {arg}: language {source.lang!r} given twice")
-        parallel[source.lang] = source
-    if args.flores:
-        if parallel:
-            raise InputError("--flores and --parallel: give one source of parallel text")
-        parallel = flores_sources(args.flores, args.flores_split)
-    return parallel
-
-
 def run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return run_serve(args)
     # Every argument is checked before any work: the sources and the output folder here, the tokenizers and
     # the readability of every text in analyze (before its first batch).
     texts = [parse_text_arg(a) for a in args.text]
-    parallel = _parallel_sources(args)
+    parallel = parallel_sources(args.parallel, args.flores, args.flores_split)
     if not texts and not parallel:
         raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
     inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fertility.text import Document, TextError, TextSource, iter_documents
+from common.errors import InputError
+from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
 from fertility.tokenizers import Tokenizer
 
 ENCODE_BATCH = 1024
@@ -99,6 +100,22 @@ def flores_sources(folder: str | Path, split: str = "devtest") -> dict[str, Text
                             f"(flores200_dataset/{split}/eng_Latn.{split}, ...)")
     return {f.name[: -len(split) - 1]: TextSource(f.name[: -len(split) - 1], str(f)) for f in files}
 
+
+
+def parallel_sources(specs: Sequence[str], flores: str | Path | None, split: str = "devtest") -> dict[str, TextSource]:
+    """The parallel text of a command line, one source per language: ``--parallel LANG=PATH`` specs or a FLORES
+    folder (``--flores``), never both; how every command that takes parallel text reads it."""
+    parallel: dict[str, TextSource] = {}
+    for spec in specs:
+        source = parse_text_arg(spec, "--parallel")
+        if source.lang in parallel:
+            raise InputError(f"--parallel {spec}: language {source.lang!r} given twice")
+        parallel[source.lang] = source
+    if flores:
+        if parallel:
+            raise InputError("--flores and --parallel: give one source of parallel text")
+        parallel = flores_sources(flores, split)
+    return parallel
 
 def premium(tok: Tokenizer, text: ParallelText, reference: str) -> dict[str, ParallelMetrics]:
     """Each language's chars/token and premium against ``reference`` on ``text``, under ``tok``."""

@@ -22,7 +22,8 @@ from common.cli import check_label
 from common.errors import InputError
 from common.fileio import file_sha256, read_json, write_json
 from common.outdir import check_output_dir, check_publishable, publish_dir, staging_dir
-from fertility.text import TextSource, check_source, input_paths
+from fertility.premium import ParallelText, aligned
+from fertility.text import TextSource, check_source, input_paths, iter_documents
 from tokenizers_train import backends, checkpoint, sampling, targeting
 
 REPORT_NAME = "training_report.json"
@@ -46,6 +47,9 @@ class TrainingRun:
     holdout: float = 0.02
     max_validation_chars: int = 400_000
     goal: targeting.Goal = field(default_factory=targeting.Goal)
+    # line-aligned parallel dev text per language (--parallel, --flores): when given, balance and parity are
+    # judged on it (premiums against the reference language) instead of on the validation slices
+    parallel: dict[str, TextSource] | None = None
     # None: whole-grapheme training, where the backend can, when some language's text has combining marks
     # (resolve_train)
     whole_graphemes: bool | None = None
@@ -79,7 +83,8 @@ def run(config: TrainingRun) -> RunResult:
     """
     config = dataclasses.replace(config, goal=resolve_goal(config))
     out = config.out
-    sources = [*config.texts, *(r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str))]
+    sources = [*config.texts, *(config.parallel or {}).values(),
+               *(r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str))]
     check_output_dir(out, overwrite=config.overwrite, inputs=input_paths(sources))
     check_publishable(out)
     # backend, multiple of 64, what only hf-bpe has; the alphabet is checked once read (whole graphemes "auto"
@@ -98,6 +103,7 @@ def run(config: TrainingRun) -> RunResult:
     fertility.tokenizers.check_tokenizer_dir(config.tokenizer_dir)  # else refused only after the training
     for reference in config.references:  # a bad one would otherwise fail after every round, losing them
         fertility.load_tokenizer(reference, config.tokenizer_dir)
+    read_dev_set(config, langs)  # missing, not aligned or lacking a language: before any work
     ckpt = checkpoint.Checkpoint(out, _resume_key(config))
     if ckpt.resumed:
         _log(f"resuming from {ckpt.root}")
@@ -113,6 +119,27 @@ def run(config: TrainingRun) -> RunResult:
     result.out = out
     result.tokenizer = out / result.tokenizer.name
     return result
+
+
+def dev_reference(config: TrainingRun, langs: list[str]) -> str:
+    """The language the parallel dev set's premiums are against: the parity language, else English where
+    there is one (``en`` or ``eng_Latn``), else the first language."""
+    return config.goal.parity or next((k for k in ("en", "eng_Latn") if k in langs), sorted(langs)[0])
+
+
+def read_dev_set(config: TrainingRun, langs: list[str]) -> ParallelText | None:
+    """The parallel dev set of the --text languages (``config.parallel``), or None; an
+    :class:`common.errors.InputError` naming the language for one the set lacks, the files for misaligned
+    ones."""
+    if not config.parallel:
+        return None
+    missing = sorted(set(langs) - set(config.parallel))
+    if missing:
+        raise InputError(f"the parallel dev set has no {', '.join(missing)} (it has {', '.join(sorted(config.parallel))}): "
+                         "every --text language needs its line-aligned file (--parallel LANG=PATH, or a "
+                         "FLORES file named by the label: --text ben_Beng=... with --flores)")
+    sources = {k: config.parallel[k] for k in langs}
+    return aligned({k: list(iter_documents(s)) for k, s in sources.items()}, {k: s.spec for k, s in sources.items()})
 
 
 def resolve_goal(config: TrainingRun) -> targeting.Goal:
@@ -152,6 +179,8 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
     train_config = resolve_train(config.train, config.whole_graphemes, prepared)
     backends.check_config(train_config, len(alphabet))
     validation = {k: lt.validation for k, lt in prepared.languages.items()}  # never empty (prepare_text)
+    dev = read_dev_set(config, list(prepared.languages))
+    reference = dev_reference(config, list(prepared.languages))
     shares = sampling.resolve_shares({k: lt.train_chars for k, lt in prepared.languages.items()},
                                      config.shares, config.temperature)
     rounds: list[targeting.Round] = []
@@ -169,7 +198,8 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
              f"{train_config.vocab_size} on " + ", ".join(f"{k} {v:,} chars ({shares[k]:.1%})" for k, v in budgets.items()))
         with ckpt.staging(f"round{index}") as staged:
             tokenizer = backends.train(train_config, lambda b=budgets: sampling.iter_sample(prepared, b), staged)
-            measured = targeting.measure(str(tokenizer), validation)
+            measured = (targeting.measure_parallel(str(tokenizer), dev, reference) if dev
+                        else targeting.measure(str(tokenizer), validation))
             floor = targeting.floors(config.goal, measured)
             met = all(measured[k] >= v for k, v in floor.items())
             rounds.append(targeting.Round(index, dict(shares), measured, floor, met, time.time() - start, probe,
@@ -178,7 +208,9 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
         _progress(config, targeting.rounds_table(rounds))
         return rounds[-1]
 
-    balance = config.goal.balance and len(shares) > 1
+    # parity on a parallel dev set is balance's problem (every premium to 1.00) for any number of languages:
+    # the bracketed balance rounds, not the one-gain steps that --target uses
+    balance = (config.goal.balance or (dev is not None and config.goal.parity is not None)) and len(shares) > 1
     if balance:
         full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars, config.max_repeats).values())
         probe_chars = min(config.probe_chars, full // 4)
@@ -190,12 +222,13 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
             if last.met or not config.goal.active:
                 break
             shares = targeting.next_shares(shares, last.chars_per_token, last.floors)
-    full_rounds = [r for r in rounds if not r.probe]
-    chosen = full_rounds[-1]
-    if balance and not chosen.met:
-        # No target was asked for: publish the most even round rather than nothing, and say so.
-        chosen = min(full_rounds, key=lambda r: max(r.chars_per_token.values()) / min(r.chars_per_token.values()))
-        _log(f"warning: no round within the balance tolerance {config.goal.tolerance}; keeping round {chosen.index}")
+    chosen = [r for r in rounds if not r.probe][-1]  # the rounds stop at the first that meets the goal
+    if balance and config.goal.balance and not chosen.met:
+        # No target was asked for: publish the fairest round (largest premium the smallest), and say so.
+        chosen = targeting.best_round(rounds)
+        premium = targeting.fairness(chosen, targeting.flat_languages(rounds))
+        _log(f"warning: no round within the balance tolerance {config.goal.tolerance}; keeping round "
+             f"{chosen.index}, the fairest (largest premium {premium:.3f})")
     elif config.goal.active and not chosen.met:
         raise targeting.TargetNotMet(rounds, config.goal)
     budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars, config.max_repeats)
@@ -229,8 +262,11 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
     compare.extend(config.references)
     validation = {k: lt.validation for k, lt in t.prepared.languages.items()}
     _progress(config, "measuring " + ", ".join(x if isinstance(x, str) else x.name for x in compare) + " on the validation slice")
-    report = fertility.analyze(compare, validation, tokenizer_dir=config.tokenizer_dir, progress=config.progress)
+    parallel = ({k: config.parallel[k] for k in t.prepared.languages} if config.parallel else None)
+    report = fertility.analyze(compare, validation, tokenizer_dir=config.tokenizer_dir, progress=config.progress,
+                               parallel=parallel, reference=dev_reference(config, list(t.prepared.languages)))
     fertility.write_report(report, tmp / "fertility")
+    by_source = per_source(compare, t.prepared, config.tokenizer_dir)
     alphabet = set().union(*(lt.alphabet for lt in t.prepared.languages.values()))
     training_report = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -245,6 +281,8 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
             "languages": {k: asdict(v) for k, v in _describe(config, t.prepared, t.chosen.shares).items()},
             "notes": _sample_notes(config, t.prepared, t.chosen.shares),
         },
+        # chars/token of every compared tokenizer on each source's part of the validation slice
+        "by_source": by_source,
         "rounds": [r.to_dict() for r in t.rounds],
         "chosen_round": t.chosen.index,
         "tokenizer": {"file": final.name, "sha256": file_sha256(final), "vocab_size": t.train_config.vocab_size,
@@ -256,6 +294,31 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
     }
     write_json(tmp / REPORT_NAME, training_report)
     return RunResult(tmp, final, t.rounds, training_report)
+
+
+def per_source(compare: list, prepared: sampling.PreparedText, tokenizer_dir: str | None) -> list[dict]:
+    """Per source, its genre (from its file name), the characters of the validation slice drawn from it, the
+    held-aside documents dropped as duplicates of training lines, and each ``compare`` tokenizer's (loaded,
+    or a name or path) chars/token on that part: where the balance holds (dialogue, news, encyclopedic, fiction ...)."""
+    slices: dict[str, list[str]] = {}
+    rows = []
+    for lang, lt in prepared.languages.items():
+        at = 0
+        for info in (i for i in prepared.sources if i.lang == lang):
+            docs = lt.validation[at:at + info.slice_documents]
+            at += info.slice_documents
+            key = f"{len(rows)}"
+            if docs:
+                slices[key] = docs
+            rows.append((key, info))
+    measured = fertility.analyze(compare, slices, tokenizer_dir=tokenizer_dir, progress=False) if slices else None
+    out = []
+    for key, info in rows:
+        cpt = ({x.name: x.languages[key].chars_per_token for x in measured.tokenizers}
+               if measured and key in slices else {})
+        out.append({"lang": info.lang, "source": info.spec, "genre": info.genre, "slice_chars": info.slice_chars,
+                    "duplicates_dropped": info.duplicates_dropped, "chars_per_token": cpt})
+    return out
 
 
 def _resume_key(config: TrainingRun) -> dict:
@@ -302,7 +365,16 @@ def sample_summary(report: dict) -> str:
         rows.append([lang, f"{v['text_chars']:,}", f"{v['sample_chars']:,}", f"{v['share']:.1%}", f"{v['repeats']:.2f}"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines + [f"note: {n}" for n in report["data"]["notes"]])
+    lines += [f"note: {n}" for n in report["data"]["notes"]]
+    names = list(report["comparison"])
+    rows = [["language", "source", "genre", "slice chars", "duplicates"] + [f"{n} chars/token" for n in names]]
+    for row in report.get("by_source", []):
+        rows.append([row["lang"], Path(row["source"]).name, row["genre"], f"{row['slice_chars']:,}",
+                     str(row["duplicates_dropped"])]
+                    + [f"{row['chars_per_token'][n]:.3f}" if n in row["chars_per_token"] else "-" for n in names])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["validation slice per source:"] + ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
 
 
 def _named(path: str, name: str) -> fertility.Tokenizer:
@@ -326,6 +398,7 @@ def _arguments(config: TrainingRun, train_config: backends.TrainConfig) -> dict:
         "holdout": config.holdout,
         "max_validation_chars": config.max_validation_chars,
         "goal": asdict(config.goal),
+        "parallel": {k: v.spec for k, v in config.parallel.items()} if config.parallel else None,
         "probe_chars": config.probe_chars,
         "naive": config.naive,
         "references": config.references,

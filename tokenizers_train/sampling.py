@@ -6,6 +6,15 @@ document. Every ``1 / holdout``-th block of ``HOLDOUT_BLOCK`` consecutive docume
 aside for validation (blocks, not single lines, so a validation paragraph's neighbours are not in training);
 a source of a single block is split instead, its last ``holdout`` share (at least one document) held aside.
 
+Each language's validation slice (at most ``max_validation_chars``) is drawn across all its sources, not filled
+from the first ones given: every source gets a share of the slice proportional to its training text, and at
+least ``MIN_SOURCE_SHARE`` of it where it has that much held aside (:func:`validation_quotas`); within a source
+the slice takes evenly spaced held blocks. Filled in the order given, ``en/*.txt.gz`` gave a slice of 28 %
+templated dialogue and 0.1 % Wikipedia, though Wikipedia is two thirds of the English text (issue 29). The
+slice must measure what the tokenizer generalises to, so a held-aside document that is an exact or near
+duplicate (MinHash, the corpus build's: :mod:`corpus.dedup`) of a training line is dropped from it
+(:func:`drop_duplicates_of_training`); templated dialogue repeats its lines across the whole file.
+
 Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
 character, so a byte-balanced mix gives Bangla a third of the text it seems to. A language with less text
 than its share is capped at its text (``max_repeats`` = 1, the default) and the others fill the sample; with
@@ -17,19 +26,28 @@ documents. Either is reported, never silent (:func:`describe_sample`).
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from common.cli import check_label
 from common.errors import InputError
+from corpus.clean import ngram_hashes_batch, words_batch
+from corpus.dedup import DedupConfig, bands
 from corpus.normalize import normalize
 from fertility.text import TextSource, iter_documents
 from tokenizers_train.graphemes import mark_chars
 
 HOLDOUT_BLOCK = 20
+# Every source's least share of its language's validation slice (where it has that much held aside): enough
+# text (20,000 characters of a 400,000 slice) for its own chars/token in the report to be more than noise.
+MIN_SOURCE_SHARE = 0.05
+# Training lines read at once when looking for the slice's duplicates (bounded memory, numpy-sized batches).
+DEDUP_BATCH_LINES = 20_000
 # How many times a language's text may be used in one sample (1: never cycled, see sample_budgets).
 MAX_REPEATS = 1
 
@@ -42,7 +60,17 @@ class SourceInfo:
     spec: str
     documents: int = 0
     train_chars: int = 0
-    validation_chars: int = 0
+    validation_chars: int = 0  # held aside (never trained on)
+    # in the language's validation slice: its documents are LanguageText.validation's, in source order
+    slice_documents: int = 0
+    slice_chars: int = 0
+    duplicates_dropped: int = 0  # held-aside documents dropped as exact or near duplicates of training lines
+
+    @property
+    def genre(self) -> str:
+        """The source's kind of text, from its file name: ``en/wiki-en-chinapedia.txt.gz`` -> ``wiki``."""
+        name = Path(self.spec.split("::", 1)[0]).name.split(".", 1)[0]
+        return name.split("-", 1)[0] or name
 
 
 @dataclass
@@ -95,12 +123,15 @@ def prepare_text(
     max_validation_chars: int = 400_000,
     max_chars_per_source: int | None = None,
     progress: bool = True,
+    dedup: DedupConfig | None = None,
 ) -> PreparedText:
-    """Normalise ``sources`` into ``work_dir/<lang>.txt`` and hold aside a validation slice of each source.
+    """Normalise ``sources`` into ``work_dir/<lang>.txt`` and hold aside a validation slice of each language.
 
     ``holdout`` is the fraction of documents (in blocks) held aside; ``max_validation_chars`` caps each
-    language's validation text (kept small so that measuring it every targeting round stays cheap).
-    Raises ``fertility.TextError`` for a missing, empty or non-UTF-8 source, naming file and line.
+    language's validation slice (kept small so that measuring it every targeting round stays cheap), which is
+    drawn across the language's sources (:func:`validation_quotas`) once held-aside documents that duplicate a
+    training line (``dedup``: the corpus build's settings by default) are dropped. Raises
+    ``fertility.TextError`` for a missing, empty or non-UTF-8 source, naming file and line.
     """
     if not 0 < holdout < 0.5:
         raise InputError(f"holdout must be a fraction in (0, 0.5), got {holdout}")
@@ -108,28 +139,25 @@ def prepare_text(
     digest = hashlib.sha256()
     langs: dict[str, LanguageText] = {}
     infos: list[SourceInfo] = []
+    held: list[list[str]] = []  # per source, its held-aside documents (up to the language's cap)
     files = {}
-    kept: dict[str, int] = {}  # validation characters kept per language
     try:
         for source in sources:
             if source.lang not in langs:
                 path = work_dir / f"{check_label(source.lang)}.txt"  # a label, never a path
                 files[source.lang] = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed in finally)
                 langs[source.lang] = LanguageText(source.lang, path, 0, [])
-                kept[source.lang] = 0
             lt, out = langs[source.lang], files[source.lang]
-            info = SourceInfo(source.lang, source.spec)
+            info, kept = SourceInfo(source.lang, source.spec), HeldAside(max_validation_chars)
             docs = iter_documents(source, max_chars=max_chars_per_source)
             bar = tqdm(docs, desc=f"reading {source.lang}={source.spec}", unit=" docs", disable=not progress,
                        mininterval=1.0)
             texts = (normalize(doc.text) for doc in bar)
-            for held, text in holdout_split(texts, holdout):
+            for is_held, text in holdout_split(texts, holdout):
                 info.documents += 1
-                if held:
+                if is_held:
                     info.validation_chars += len(text)
-                    if kept[source.lang] < max_validation_chars:
-                        lt.validation.append(text)
-                        kept[source.lang] += len(text)
+                    kept.add(text)
                     continue
                 for line in text.splitlines():
                     if line.strip():
@@ -140,15 +168,157 @@ def prepare_text(
                         lt.mark_chars += mark_chars(line)
                         digest.update(line.encode() + b"\n")
             infos.append(info)
+            held.append(kept.documents())
     finally:
         for f in files.values():
             f.close()
+    for lang, lt in langs.items():
+        mine = [i for i, info in enumerate(infos) if info.lang == lang]
+        if lt.train_chars and any(held[i] for i in mine):
+            kept = drop_duplicates_of_training([held[i] for i in mine], lt.train_path, dedup or DedupConfig())
+            for i, docs in zip(mine, kept, strict=True):
+                infos[i].duplicates_dropped = len(held[i]) - len(docs)
+                held[i] = docs
+        quotas = validation_quotas([infos[i].train_chars for i in mine], [sum(map(len, held[i])) for i in mine],
+                                   max_validation_chars)
+        for i, quota in zip(mine, quotas, strict=True):
+            docs = spread(held[i], quota)
+            infos[i].slice_documents, infos[i].slice_chars = len(docs), sum(map(len, docs))
+            lt.validation.extend(docs)
     for lt in langs.values():
         if lt.train_chars == 0 or not lt.validation:
             documents = sum(i.documents for i in infos if i.lang == lt.lang)
             raise InputError(f"{lt.lang}: {documents} non-empty document(s) in all its sources; at least two are "
-                             "needed, one to train on and one to measure: give more text")
+                             "needed, one to train on and one to measure (not a duplicate of the other): give "
+                             "more text")
     return PreparedText(langs, infos, digest.hexdigest())
+
+
+class HeldAside:
+    """A source's held-aside documents, thinned to at most twice ``cap`` characters by whole blocks
+    (systematic sampling: every ``stride``-th block of HOLDOUT_BLOCK held documents, the stride doubled
+    whenever the kept text passes ``2 * cap``), so the slice can sample the whole source in bounded memory
+    instead of its head."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.stride, self.seen, self.chars = cap, 1, 0, 0
+        self.kept: list[tuple[int, str]] = []  # (held block number, document)
+
+    def add(self, text: str) -> None:
+        block = self.seen // HOLDOUT_BLOCK
+        self.seen += 1
+        if block % self.stride:
+            return
+        self.kept.append((block, text))
+        self.chars += len(text)
+        if self.chars > 2 * self.cap:
+            self.stride *= 2
+            self.kept = [(b, t) for b, t in self.kept if b % self.stride == 0]
+            self.chars = sum(len(t) for _, t in self.kept)
+
+    def documents(self) -> list[str]:
+        return [t for _, t in self.kept]
+
+
+def validation_quotas(train_chars: Sequence[int], held_chars: Sequence[int], cap: int) -> list[int]:
+    """Characters of the validation slice for each of a language's sources: proportional to its training
+    text, at least ``MIN_SOURCE_SHARE`` of ``cap``, never more than it has held aside; what a source cannot
+    fill goes to the others in proportion to their quotas (water-filling), so the slice is full when the
+    sources together have ``cap`` characters held aside."""
+    total = sum(train_chars) or 1
+    weight = [max(MIN_SOURCE_SHARE, t / total) if h else 0.0 for t, h in zip(train_chars, held_chars, strict=True)]
+    quota = [0] * len(weight)
+    free, left = {i for i, w in enumerate(weight) if w > 0}, min(cap, sum(held_chars))
+    while free and left > 0:
+        w = sum(weight[i] for i in free)
+        full = {i for i in free if left * weight[i] / w >= held_chars[i] - quota[i]}
+        if not full:
+            for i in free:
+                quota[i] += int(left * weight[i] / w)
+            break
+        for i in full:
+            left -= held_chars[i] - quota[i]
+            quota[i] = held_chars[i]
+        free -= full
+    return quota
+
+
+def spread(docs: Sequence[str], chars: int) -> list[str]:
+    """About ``chars`` characters of ``docs`` in evenly spaced runs of HOLDOUT_BLOCK documents (a run taken
+    whenever the running fraction ``chars / total`` adds up to one), so a source's slice samples the whole of
+    what it held aside, not its head; all of ``docs`` when they have no more."""
+    total = sum(map(len, docs))
+    if total <= chars:
+        return list(docs)
+    fraction, owed = chars / total, 1.0
+    out, used = [], 0
+    for start in range(0, len(docs), HOLDOUT_BLOCK):
+        if owed >= 1:
+            owed -= 1
+            for doc in docs[start:start + HOLDOUT_BLOCK]:
+                if used >= chars:
+                    return out
+                out.append(doc)
+                used += len(doc)
+        owed += fraction
+    return out
+
+
+def drop_duplicates_of_training(held: Sequence[Sequence[str]], train_path: Path,
+                                config: DedupConfig) -> list[list[str]]:
+    """``held`` (per source, held-aside documents) without those that a training line of ``train_path``
+    duplicates: exactly (the corpus build's key: case, punctuation and spacing do not count) or nearly (equal
+    in one MinHash band of the corpus build's settings, :func:`corpus.dedup.bands`, i.e. a word 5-gram Jaccard
+    similarity around 0.8 or more). Streams the training text in batches; memory holds only the slice's
+    signatures."""
+    flat = [doc for docs in held for doc in docs]
+    signer = _signer(config)
+    val_keys, val_bands = _fingerprints(flat, signer, config)
+    exact = {}
+    for j, key in enumerate(val_keys):
+        if key is not None:
+            exact.setdefault(key, []).append(j)
+    near: dict[bytes, list[int]] = {}
+    for j, row in enumerate(val_bands):
+        for band in row:
+            near.setdefault(band, []).append(j)
+    dropped = np.zeros(len(flat), dtype=bool)
+    with open(train_path, encoding="utf-8") as f:
+        while batch := [line.rstrip("\n") for _, line in zip(range(DEDUP_BATCH_LINES), f, strict=False)]:
+            keys, rows = _fingerprints(batch, signer, config)
+            for key in keys:
+                for j in exact.get(key, ()) if key else ():
+                    dropped[j] = True
+            for row in rows:
+                for band in row:
+                    for j in near.get(band, ()):
+                        dropped[j] = True
+    out, at = [], 0
+    for docs in held:
+        out.append([d for d, gone in zip(docs, dropped[at:at + len(docs)], strict=True) if not gone])
+        at += len(docs)
+    return out
+
+
+def _signer(config: DedupConfig):
+    """The corpus build's MinHash stage (its hash parameters and numpy signature formula), writing nowhere."""
+    from corpus.steps import Signatures
+
+    with tempfile.TemporaryDirectory() as unused:
+        return Signatures(unused, config)
+
+
+def _fingerprints(texts: Sequence[str], signer,
+                  config: DedupConfig) -> tuple[list[bytes | None], list[list[bytes]]]:
+    """Per text, its exact-duplicate key and its MinHash band keys (band index + the band's hashes)."""
+    ws = words_batch(list(texts))
+    grams = ngram_hashes_batch([w.hashes for w in ws], config.ngram)
+    index, signatures = signer.signatures(grams)
+    n_bands, per_band = bands(config.threshold, config.num_perm)
+    rows: list[list[bytes]] = [[] for _ in texts]
+    for i, sig in zip(index.tolist(), signatures, strict=True):
+        rows[i] = [b"%d:" % b + sig[b * per_band:(b + 1) * per_band].tobytes() for b in range(n_bands)]
+    return [w.key if w.count else None for w in ws], rows  # no words: nothing to call a duplicate
 
 
 def resolve_shares(
@@ -261,13 +431,31 @@ def describe_sample(prepared: PreparedText, shares: Mapping[str, float], sample_
 
 
 def iter_sample(prepared: PreparedText, budgets: Mapping[str, int]) -> Iterator[str]:
-    """Stream the sample: each language's lines up to its character budget, cycling its file if short."""
+    """Stream the sample: each language's lines up to its character budget (:func:`_sample_lines`)."""
     for lang, budget in budgets.items():
-        yield from _cycle_lines(prepared.languages[lang].train_path, budget)
+        lt = prepared.languages[lang]
+        yield from _sample_lines(lt.train_path, budget, lt.train_chars)
 
 
-def _cycle_lines(path: Path, budget: int) -> Iterator[str]:
-    used = 0
+def _sample_lines(path: Path, budget: int, total: int) -> Iterator[str]:
+    """``budget`` characters of the training file ``path`` (``total`` characters). Less than the whole file:
+    lines spread evenly over all of it (a line is taken whenever the characters taken fall behind
+    ``budget / total`` of those read), so every source of the language gives its part. Reading the head
+    instead gave a language's first sources only: with ``en/*.txt.gz`` at a 50 % share of every shared bn
+    and en file (14.8 M of English's 56 M characters) dialogue, fiction and news, and English Wikipedia, two
+    thirds of the text, almost none (its validation figure 4.22, issue 29). More than the whole file: the
+    file whole, then cycled from its start (``max_repeats``)."""
+    used = seen = 0
+    if budget < total:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                seen += len(line)
+                if used < budget * seen / total:
+                    yield line
+                    used += len(line)
+                    if used >= budget:
+                        return
     while used < budget:
         with open(path, encoding="utf-8") as f:
             for line in f:

@@ -114,17 +114,8 @@ def _synthetic(n, seed):
 def test_balance_converges_for_n_languages_with_a_probe_budget_independent_of_n(n, seed):
     langs, cpt = _synthetic(n, seed)
     goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=8)
-    trained = []
-
-    def train(shares, probe):
-        measured = cpt(shares, probe)
-        floor = targeting.floors(goal, measured)
-        met = all(measured[k] >= v for k, v in floor.items())
-        trained.append(targeting.Round(len(trained) + 1, dict(shares), measured, floor, met, 0.0, probe))
-        return trained[-1]
-
-    rounds = targeting.balance(train, dict.fromkeys(langs, 1 / n), goal)
-    assert rounds == trained
+    rounds = _run_balance(cpt, langs, goal)
+    assert [r.index for r in rounds] == list(range(1, len(rounds) + 1))
     probes = [r for r in rounds if r.probe]
     full = [r for r in rounds if not r.probe]
     # two probe trainings whatever n is: each measures every language at once (n measurements per probe)
@@ -147,3 +138,72 @@ def test_full_rounds_refit_the_slope_the_probes_got_wrong():
     assert targeting.fit_curves([*probe, full[0]])["a"].slope == pytest.approx(0.5)
     curves = targeting.fit_curves([*probe, *full])
     assert curves["a"].slope == pytest.approx(0.1) and curves["b"].slope == pytest.approx(0.2)
+
+
+# --- the curves that broke the balance on every shared bn and en source (issue 29) ------------------------------
+
+def _run_balance(cpt, langs, goal):
+    trained = []
+
+    def train(shares, probe):
+        measured = cpt(shares, probe)
+        floor = targeting.floors(goal, measured)
+        met = all(measured[k] >= v for k, v in floor.items())
+        trained.append(targeting.Round(len(trained) + 1, dict(shares), measured, floor, met, 0.0, probe))
+        return trained[-1]
+
+    return targeting.balance(train, dict.fromkeys(langs, 1 / len(langs)), goal)
+
+
+def _convex_english(shares, probe):
+    """The issue's bn/en 64k rounds: the probes (4M characters) see English's curve nearly flat and solve for
+    a 64 % English share; on the full sample English's curve is convex in log-log (templated dialogue learnt
+    only at large shares): 6.1 chars/token at 64 %, 4.17 at 26 %, slope 0.09 below that, 0.42 above."""
+    if probe:
+        return {"bn": 4.9 * shares["bn"] ** 0.1, "en": 4.42 * (shares["en"] / 0.64) ** 0.06}
+    en = shares["en"]
+    return {"bn": 5.1 * shares["bn"] ** 0.1, "en": 4.17 * (en / 0.26) ** (0.089 if en < 0.26 else 0.42)}
+
+
+def test_a_convex_curve_is_bracketed_not_swung_past_a_share_known_to_be_wrong():
+    goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=4)
+    rounds = _run_balance(_convex_english, ["bn", "en"], goal)
+    full = [r for r in rounds if not r.probe]
+    assert full[0].shares["en"] == pytest.approx(0.642, abs=0.01)  # the issue's round 3: English 6.1
+    assert full[-1].met, targeting.rounds_table(rounds)
+    # never again a share past one already measured too large (the old secant went 64 % -> 3 % -> 22 % -> 68 %)
+    for i, r in enumerate(full):
+        over = [p.shares["en"] for p in full[:i] if p.chars_per_token["en"] > p.chars_per_token["bn"]]
+        under = [p.shares["en"] for p in full[:i] if p.chars_per_token["en"] < p.chars_per_token["bn"]]
+        assert r.shares["en"] < min(over, default=1) and r.shares["en"] > max(under, default=0)
+    assert targeting.best_round(rounds) is full[-1]
+
+
+def test_a_flat_language_is_not_fed_the_sample_and_the_others_are_balanced():
+    """``fl`` stays at 3.0 chars/token whatever its share (all its text one template): no share balances it,
+    so it must not take the sample from the others, who are balanced among themselves."""
+    def cpt(shares, probe):
+        scale = 0.9 if probe else 1.0
+        return {"fl": 3.0, "bn": scale * 5.0 * shares["bn"] ** 0.15, "en": scale * 5.4 * shares["en"] ** 0.1}
+
+    goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=4)
+    rounds = _run_balance(cpt, ["fl", "bn", "en"], goal)
+    assert not any(r.met for r in rounds)  # fl cannot be within 5 % of the others
+    # a probe may try it (that is how its flatness is learnt); no full round gives it more than its start
+    assert max(r.shares["fl"] for r in rounds if not r.probe) <= 1 / 3 + 1e-9, targeting.rounds_table(rounds)
+    assert targeting.flat_languages(rounds) == {"fl"}
+    best = targeting.best_round(rounds)
+    assert not best.probe
+    assert best.chars_per_token["bn"] / best.chars_per_token["en"] == pytest.approx(1, abs=0.05)
+    # the fairest round among the languages a share can move: not the one that gave fl the most
+    assert targeting.fairness(best, {"fl"}) == min(targeting.fairness(r, {"fl"}) for r in rounds if not r.probe)
+
+
+def test_best_round_keeps_a_met_round_else_the_fairest_never_a_probe():
+    r = [_round(1, {"a": 0.5, "b": 0.5}, {"a": 5.0, "b": 4.0}, True),
+         _round(2, {"a": 0.4, "b": 0.6}, {"a": 4.4, "b": 4.0}, False),
+         _round(3, {"a": 0.2, "b": 0.8}, {"a": 3.0, "b": 4.6}, False),
+         _round(4, {"a": 0.3, "b": 0.7}, {"a": 4.0, "b": 4.3}, False)]
+    assert targeting.best_round(r) is r[3]  # premium 1.075, against 1.10 and 1.53
+    r[1].met = True
+    assert targeting.best_round(r) is r[1]
