@@ -33,12 +33,15 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from tqdm.auto import tqdm
 
 from common.errors import InputError
+from common.fileio import read_json, write_json
 from corpus.normalize import normalize
 from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
 N_RESERVED = 5
 SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
+# The roles transformers gives special tokens (tokenizer_config.json); unk_token is the model's own, where it has one.
+HF_ROLES = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "pad_token": "<|pad|>"}
 VOCAB_MULTIPLE = 64
 BYTE_ALPHABET = 256
 SPM_CHECK_LINES = 2000
@@ -299,7 +302,20 @@ def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
     tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
     path = out_dir / "tokenizer.json"
     tok.save(str(path))
+    write_hf_config(path)
     return path
+
+
+def write_hf_config(tokenizer_json: Path) -> None:
+    """Make the folder of ``tokenizer_json`` a transformers tokenizer folder: ``tokenizer_config.json`` names the
+    class and the special tokens' roles (without it ``AutoTokenizer`` loads the file with bos/eos/pad None).
+    transformers 4 and 5 both read the roles from it (``special_tokens_map.json`` is only a legacy copy)."""
+    model = read_json(tokenizer_json)["model"]
+    unk = model["vocab"][model["unk_id"]][0] if model.get("unk_id") is not None else model.get("unk_token")
+    roles = {**HF_ROLES, **({"unk_token": unk} if unk else {})}
+    # no clean-up of spaces on decode: decode(encode(x)) gives back x (in canonical form), "a ." included
+    write_json(tokenizer_json.parent / "tokenizer_config.json",
+               {"tokenizer_class": "PreTrainedTokenizerFast", **roles, "clean_up_tokenization_spaces": False})
 
 
 def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
@@ -327,9 +343,10 @@ def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path
     (out_dir / "tokenizer.vocab").unlink(missing_ok=True)
     model = out_dir / "tokenizer.model"
     try:  # the same tokenizer for transformers, checked against sentencepiece on the head of the sample
-        spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
+        converted = spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
     except spm_convert.ConversionError as e:
         raise TrainingError(f"{config.backend}: the tokenizer.json written beside the model would differ: {e}") from None
+    write_hf_config(converted)
     return model
 
 

@@ -179,3 +179,27 @@ def test_a_backend_is_one_entry_in_trainers(sample_lines, tmp_path, monkeypatch,
     with pytest.raises(SystemExit) as exit_:
         cli.build_parser().parse_args(["--text", "bn=x.txt", "--out", "o", "--backend", "nope"])
     assert exit_.value.code == 2 and "'spm-bpe', 'toy-words'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe"])
+def test_the_output_folder_is_a_transformers_tokenizer_folder(trained, backend):
+    """The finding: AutoTokenizer loaded tokenizer.json, but bos/eos/pad were None although the vocabulary has
+    them. The folder now says which special tokens play which role, for every backend."""
+    from transformers import AutoTokenizer
+
+    folder = trained[backend].parent
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab()
+    assert [tok.bos_token, tok.eos_token, tok.pad_token] == ["<|bos|>", "<|eos|>", "<|pad|>"]
+    assert [tok.bos_token_id, tok.eos_token_id, tok.pad_token_id] == [vocab[t] for t in ("<|bos|>", "<|eos|>", "<|pad|>")]
+    # a byte-level model has no unknown token; the character models have one, and say it
+    assert tok.unk_token == {"hf-bpe": None, "hf-unigram": "<|unk|>"}.get(backend, "<unk>")
+    if tok.unk_token is not None:
+        assert tok.unk_token_id == vocab[tok.unk_token]
+    assert len(tok) == 1024
+    for text in ["আমি বাংলায় গান গাই। The song, sung.", *EXTRA[:3], "a  b ."]:
+        ids = tok(text)["input_ids"]
+        assert ids == Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids
+        assert tok.decode(ids) == normalize(text)
+    batch = tok(["আমি", "আমি বাংলায় গান গাই।"], padding=True)["input_ids"]
+    assert batch[0][-1] == tok.pad_token_id and len(batch[0]) == len(batch[1])

@@ -17,7 +17,7 @@ def _args(small_texts, out, *extra):
 def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_texts, tmp_path, capsys):
     out = tmp_path / "tok"
     assert main(_args(small_texts, out, "--vocab-size", "1024", "--naive", "--reference", "gpt2")) == 0
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "fertility", "naive", "tokenizer.json",
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "fertility", "naive", "tokenizer.json", "tokenizer_config.json",
                                                      "training_report.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left beside OUT
     report = json.loads((out / "training_report.json").read_text())
