@@ -312,6 +312,12 @@ def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
     return tok
 
 
+def padding(tokenizer_json: Path) -> int:
+    """How many of the tokens in ``tokenizer_json`` are :func:`_pad_vocab`'s padding, not learned."""
+    added = read_json(tokenizer_json)["added_tokens"]
+    return max(0, sum(t["content"].startswith("<|reserved_") for t in added) - N_RESERVED)
+
+
 def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
     """Write ``tok`` as ``out_dir/tokenizer.json``, with the NFC normaliser encoding needs."""
     tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
