@@ -48,6 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -155,8 +156,8 @@ def _timed(train, *args):
 def in_fresh_process(train, *args):
     """``train(*args)`` in a new process (spawned: nothing of this one's memory or threads is shared), as
     ``(result, seconds, peak RSS MiB of that process)``."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_timed, (train, *args))
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_timed, train, *args).result()
 
 
 def _nothing() -> None:
