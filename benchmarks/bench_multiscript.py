@@ -143,8 +143,14 @@ def train_plain(prepared: sampling.PreparedText, vocab_size: int, out: Path) -> 
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident set (and its children's, if larger), MiB (Linux reports KiB)."""
-    return max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+    """This process's own peak resident set, MiB: Linux's ``VmHWM``. Not ``ru_maxrss``: a spawned process
+    keeps the one its parent had when it forked (173 MiB for an idle child of the test session), since the
+    maximum survives ``exec``. Elsewhere ``ru_maxrss`` (KiB on Linux, bytes on macOS: read as KiB)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _timed(train, *args):

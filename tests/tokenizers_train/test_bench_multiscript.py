@@ -24,7 +24,7 @@ def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_to
         r = results[name]
         assert r["vocab_size"] == 1024 and r["seconds"] > 0
         # each trainer ran in a process of its own: its peak memory is over what the bare process holds
-        assert r["peak_rss_mib"] > data["baseline_rss_mib"] > 50
+        assert r["peak_rss_mib"] > data["baseline_rss_mib"] > 20
         assert r["premium"]["en"] == 1.0 and r["premium_source"]["bn"] == "proxy"  # no parallel set in the sample
         assert r["premium"]["bn"] == pytest.approx(r["chars_per_token"]["en"] / r["chars_per_token"]["bn"], rel=1e-3)
         assert r["max_premium"] == r["premium"]["bn"]
