@@ -28,17 +28,27 @@ Figures, all on text no trainer saw: chars/token per language on the held-out sl
 English on held-out *parallel* text where there is some (Tatoeba bn-en, XQuAD hi-en), else (marked ``~``) the
 proxy ``cpt(en) / cpt(lang)`` on the held-out slices, which assumes the same number of characters for the
 same content; the maximum premium and the Gini coefficient (TokEval) of the per-language token costs of the
-same content (the premiums, English 1); and training time. The table is printed and written as JSON.
+same content (the premiums, English 1); and each trainer's time and peak memory: every trainer runs in a
+fresh process of its own, so its peak resident set is its own (it includes the ``baseline_rss_mib`` that
+a process holds once the modules are imported, the same for every trainer). The table is printed and
+written as JSON.
+
+At Gemma 3's size, ours against it and the peers at the same vocabulary:
+
+    RAYON_NUM_THREADS=1 python benchmarks/bench_multiscript.py --vocab-size 262144 --max-chars-per-source 0 --out bench_262k.json
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
 import shlex
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -54,7 +64,7 @@ from fertility.tokenizers import available_known
 from tokenizers_train import backends, sampling
 from tokenizers_train.cli import build_parser, config_from
 from tokenizers_train.pretokenize import hf_pre_tokenizer
-from tokenizers_train.run import run as train_ours
+from tokenizers_train.run import run as run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -133,6 +143,44 @@ def train_plain(prepared: sampling.PreparedText, vocab_size: int, out: Path) -> 
     return _save(tok, vocab_size, out)
 
 
+def peak_rss_mib() -> float:
+    """This process's own peak resident set, MiB: Linux's ``VmHWM``. Not ``ru_maxrss``: a spawned process
+    keeps the one its parent had when it forked (173 MiB for an idle child of the test session), since the
+    maximum survives ``exec``. Elsewhere ``ru_maxrss`` (KiB on Linux, bytes on macOS: read as KiB)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _timed(train, *args):
+    start = time.perf_counter()
+    result = train(*args)
+    return result, time.perf_counter() - start, peak_rss_mib()
+
+
+def in_fresh_process(train, *args):
+    """``train(*args)`` in a new process (spawned: nothing of this one's memory or threads is shared), as
+    ``(result, seconds, peak RSS MiB of that process)``."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_timed, train, *args).result()
+
+
+def _nothing() -> None:
+    """The baseline: what a fresh process holds with this module imported and nothing trained."""
+
+
+def train_ours(argv: list[str]) -> tuple[Path, dict]:
+    """The tokenizers-train command on ``argv``: its tokenizer, and its rounds as the table's JSON keeps them."""
+    result = run_command(config_from(build_parser().parse_args(argv)))
+    rounds = result.report["rounds"]
+    return result.tokenizer, {
+        "rounds": [{k: r[k] for k in ("probe", "shares", "chars_per_token", "met", "seconds", "sample_chars")}
+                   for r in rounds], "probes": sum(r["probe"] for r in rounds),
+        "chosen_round": result.report["chosen_round"], "notes": result.report["data"]["notes"]}
+
+
 def measure(tok: fertility.Tokenizer, validation: dict[str, list[str]], parallel: dict, langs: list[str]) -> dict:
     """chars/token on the held-out slices, premiums (parallel, else the ~proxy), max premium, Gini."""
     cpt = {}
@@ -164,13 +212,14 @@ def measure(tok: fertility.Tokenizer, validation: dict[str, list[str]], parallel
 
 
 def table(results: dict, langs: list[str]) -> str:
-    head = (["tokenizer", "vocab", "train s"] + [f"{k} cpt" for k in langs]
+    head = (["tokenizer", "vocab", "train s", "peak MiB"] + [f"{k} cpt" for k in langs]
             + [f"{k} prem" for k in langs if k != "en"] + ["max prem", "Gini", "Gini (par.)"])
     rows = [head]
     for name, r in results.items():
         prem = [("" if r["premium_source"][k] == "parallel" else "~") + f"{r['premium'][k]:.3f}"
                 for k in langs if k != "en"]
-        rows.append([name, f"{r['vocab_size']:,}", f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-"]
+        rows.append([name, f"{r['vocab_size']:,}", f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-",
+                     f"{r['peak_rss_mib']:,.0f}" if r.get("peak_rss_mib") is not None else "-"]
                     + [f"{r['chars_per_token'][k]:.3f}" for k in langs] + prem
                     + [f"{r['max_premium']:.3f}", f"{r['gini']:.4f}",
                        f"{r['gini_parallel_only']:.4f}" if r["gini_parallel_only"] is not None else "-"])
@@ -214,35 +263,29 @@ def main(argv: list[str] | None = None) -> int:
                 for k, lt in prepared.languages.items()}
         print("text: " + ", ".join(f"{k} {v['train_chars']:,} train / {v['validation_chars']:,} held out"
                                    for k, v in info.items()), file=sys.stderr, flush=True)
-        trained: dict[str, tuple[Path, float, dict]] = {}
+        baseline = round(in_fresh_process(_nothing)[2])
+        jobs = {}
         if "ours" in peers:
             argv_ours = [a for s in specs for a in ("--text", s)] + [
                 "--vocab-size", str(args.vocab_size), "--out", str(tmp / "ours"), "--no-progress",
                 *shlex.split(args.ours_args)]
             if max_chars:
                 argv_ours += ["--max-chars-per-source", str(max_chars)]
-            start = time.perf_counter()
-            result = train_ours(config_from(build_parser().parse_args(argv_ours)))
-            rounds = result.report["rounds"]
-            trained["ours"] = (result.tokenizer, time.perf_counter() - start, {
-                "rounds": [{k: r[k] for k in ("probe", "shares", "chars_per_token", "met", "seconds", "sample_chars")}
-                           for r in rounds], "probes": sum(r["probe"] for r in rounds),
-                "chosen_round": result.report["chosen_round"], "notes": result.report["data"]["notes"]})
+            jobs["ours"] = (train_ours, argv_ours)
         for variant in ("base", "window"):
-            if f"parity-{variant}" in peers:
-                start = time.perf_counter()
-                path = train_parity(prepared, args.vocab_size, variant, tmp / f"parity-{variant}")
-                trained[f"parity-{variant}"] = (path, time.perf_counter() - start, {})
-        if "bpe-fair" in peers:
-            start = time.perf_counter()
-            trained["bpe-fair"] = (train_plain(prepared, args.vocab_size, tmp / "bpe-fair"), time.perf_counter() - start, {})
-        for name, (path, seconds, extra) in trained.items():
-            print(f"{name}: trained in {seconds:.0f} s", file=sys.stderr, flush=True)
+            jobs[f"parity-{variant}"] = (train_parity, prepared, args.vocab_size, variant, tmp / f"parity-{variant}")
+        jobs["bpe-fair"] = (train_plain, prepared, args.vocab_size, tmp / "bpe-fair")
+        for name, job in jobs.items():
+            if name not in peers:
+                continue
+            result, seconds, peak = in_fresh_process(*job)
+            path, extra = result if name == "ours" else (result, {})
+            print(f"{name}: trained in {seconds:.0f} s, peak {peak:,.0f} MiB", file=sys.stderr, flush=True)
             if args.keep:
                 (args.keep / name).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, args.keep / name / path.name)
             results[name] = {**measure(fertility.load_tokenizer(str(path)), validation, parallel, langs),
-                             "seconds": round(seconds, 1), **extra}
+                             "seconds": round(seconds, 1), "peak_rss_mib": round(peak), **extra}
     if "references" in peers:
         for name in available_known(args.tokenizer_dir):
             if name in REFERENCES:
@@ -251,10 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results, langs))
     print("prem: tokens of the same content over English's (parallel: " + ", ".join(
         f"{k} {PARALLEL[k][0].split('/')[1]}" for k in parallel) + "; ~ = cpt(en)/cpt(lang) on held-out slices); "
-          "Gini over the premiums (English 1); Gini (par.) over English and the parallel languages only")
+          "Gini over the premiums (English 1); Gini (par.) over English and the parallel languages only; "
+          f"peak MiB: the training process's peak RSS, {baseline:,} MiB of it the imports")
     if args.out:
         write_json(args.out, {"arguments": {k: str(v) for k, v in vars(args).items()}, "text": info,
-                              "tokenizers": results})
+                              "baseline_rss_mib": baseline, "tokenizers": results})
     return 0
 
 

@@ -33,18 +33,26 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from tqdm.auto import tqdm
 
 from common.errors import InputError
+from common.fileio import read_json, write_json
 from corpus.normalize import normalize
 from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
 N_RESERVED = 5
 SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|pad|>"] + [f"<|reserved_{i}|>" for i in range(N_RESERVED)]
+# The roles transformers gives special tokens (tokenizer_config.json); unk_token is the model's own, where it has one.
+HF_ROLES = {"bos_token": "<|bos|>", "eos_token": "<|eos|>", "pad_token": "<|pad|>"}
 VOCAB_MULTIPLE = 64
 BYTE_ALPHABET = 256
 SPM_CHECK_LINES = 2000
-# Stage-2 symbols: each stage-1 token becomes one private-use character (planes 15 and 16).
-_PUA_BASE = 0xF0000
-_PUA_SIZE = 0x10FFFE - _PUA_BASE
+# The largest vocabulary trained: 2**20, four times the largest published ones (Gemma 3: 262,144). Token ids
+# would fit far more; the bound keeps a typo (1e30) from reaching the trainers, and stage 2's symbols cover it.
+MAX_VOCAB_SIZE = 1 << 20
+# Stage-2 symbols (phrase merges): HF's BpeTrainer learns merges of characters, so each stage-1 token is spelled
+# as one character that means nothing else there (stage 2 has no normaliser or pre-tokenizer, so any
+# character but a surrogate would do). Private-use planes 15-16 first (131,070 ids: what vocabularies under
+# that size always used, so their results are unchanged), then planes 1-14, then the BMP's private-use area.
+_STAGE2_RANGES = ((0xF0000, 0x10FFFE), (0x10000, 0xF0000), (0xE000, 0xF900))
 
 Lines = Callable[[], Iterable[str]]
 
@@ -114,6 +122,8 @@ def backend_named(name: str) -> Backend:
 def check_config(config: TrainConfig, alphabet_size: int) -> None:
     """Raise :class:`TrainingError` for an unknown backend or a vocabulary the backend cannot have."""
     chosen = backend_named(config.backend)
+    if config.vocab_size > MAX_VOCAB_SIZE:
+        raise TrainingError(f"vocabulary size {config.vocab_size} is over the largest trained, {MAX_VOCAB_SIZE}")
     if config.vocab_size % VOCAB_MULTIPLE:
         lower = config.vocab_size // VOCAB_MULTIPLE * VOCAB_MULTIPLE
         raise TrainingError(f"vocabulary size {config.vocab_size} is not a multiple of {VOCAB_MULTIPLE} (the "
@@ -200,8 +210,7 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     model = json.loads(tok.to_str())["model"]
     vocab: dict[str, int] = model["vocab"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
-    if len(vocab) > _PUA_SIZE:
-        raise TrainingError(f"phrase merges need a stage-1 vocabulary under {_PUA_SIZE} tokens")
+    symbol = stage2_symbols(len(vocab))
     phrases = _count_phrases(lines(), config.show_progress)
     staged = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
     keys = list(phrases)
@@ -216,17 +225,17 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     for key, enc in zip(keys, encodings, strict=True):
         for segment in _cut_after(enc.ids, loose):
             if len(segment) > 1:
-                seq = "".join(chr(_PUA_BASE + i) for i in segment)
+                seq = "".join(symbol[i] for i in segment)
                 encoded.append((seq, phrases[key]))
                 symbols.update(seq)
     stage2 = Tokenizer(models.BPE())
     trainer = trainers.BpeTrainer(vocab_size=len(symbols) + n_phrase, min_frequency=config.min_frequency,
                                   show_progress=config.show_progress)
     stage2.train_from_iterator(_repeat(encoded), trainer, length=sum(c for _, c in encoded))
-    token_of = {i: t for t, i in vocab.items()}
+    token_of = {symbol[i]: t for t, i in vocab.items()}
 
     def decode(symbols_: str) -> str:
-        return "".join(token_of[ord(c) - _PUA_BASE] for c in symbols_)
+        return "".join(token_of[c] for c in symbols_)
 
     for merge in json.loads(stage2.to_str())["model"]["merges"]:
         left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
@@ -236,6 +245,15 @@ def _add_phrase_merges(tok: Tokenizer, lines: Lines, n_phrase: int, config: Trai
     final = _byte_level(models.BPE(vocab=vocab, merges=merges), PHRASE_PATTERN)
     final.add_special_tokens(SPECIAL_TOKENS)
     return final
+
+
+def stage2_symbols(n: int) -> list[str]:
+    """The characters spelling stage-1 ids ``0..n-1`` in stage 2, one each, all distinct (``_STAGE2_RANGES``)."""
+    symbols = [chr(c) for lo, hi in _STAGE2_RANGES for c in range(lo, min(hi, lo + n))][:n]
+    if len(symbols) < n:  # not reached through check_config (MAX_VOCAB_SIZE is under the ranges' total)
+        raise TrainingError(f"phrase merges: {n} stage-1 tokens, more than the {len(symbols)} stage-2 symbols "
+                            f"(the largest vocabulary is {MAX_VOCAB_SIZE})")
+    return symbols
 
 
 def _cut_after(ids: list[int], cut: set[int]) -> Iterator[list[int]]:
@@ -294,12 +312,31 @@ def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
     return tok
 
 
+def padding(tokenizer_json: Path) -> int:
+    """How many of the tokens in ``tokenizer_json`` are :func:`_pad_vocab`'s padding, not learned."""
+    added = read_json(tokenizer_json)["added_tokens"]
+    return max(0, sum(t["content"].startswith("<|reserved_") for t in added) - N_RESERVED)
+
+
 def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
     """Write ``tok`` as ``out_dir/tokenizer.json``, with the NFC normaliser encoding needs."""
     tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
     path = out_dir / "tokenizer.json"
     tok.save(str(path))
+    write_hf_config(path)
     return path
+
+
+def write_hf_config(tokenizer_json: Path) -> None:
+    """Make the folder of ``tokenizer_json`` a transformers tokenizer folder: ``tokenizer_config.json`` names the
+    class and the special tokens' roles (without it ``AutoTokenizer`` loads the file with bos/eos/pad None).
+    transformers 4 and 5 both read the roles from it (``special_tokens_map.json`` is only a legacy copy)."""
+    model = read_json(tokenizer_json)["model"]
+    unk = model["vocab"][model["unk_id"]][0] if model.get("unk_id") is not None else model.get("unk_token")
+    roles = {**HF_ROLES, **({"unk_token": unk} if unk else {})}
+    # no clean-up of spaces on decode: decode(encode(x)) gives back x (in canonical form), "a ." included
+    write_json(tokenizer_json.parent / "tokenizer_config.json",
+               {"tokenizer_class": "PreTrainedTokenizerFast", **roles, "clean_up_tokenization_spaces": False})
 
 
 def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
@@ -327,9 +364,10 @@ def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path
     (out_dir / "tokenizer.vocab").unlink(missing_ok=True)
     model = out_dir / "tokenizer.model"
     try:  # the same tokenizer for transformers, checked against sentencepiece on the head of the sample
-        spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
+        converted = spm_convert.convert(model, SPECIAL_TOKENS, islice(lines(), SPM_CHECK_LINES))
     except spm_convert.ConversionError as e:
         raise TrainingError(f"{config.backend}: the tokenizer.json written beside the model would differ: {e}") from None
+    write_hf_config(converted)
     return model
 
 

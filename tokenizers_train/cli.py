@@ -19,9 +19,17 @@ from pathlib import Path
 
 from common import cli as clihelp
 from common import paths
+from common.errors import InputError
 from fertility import parse_text_arg
 from fertility.premium import FLORES_SPLITS, parallel_sources  # read as `fertility report` reads them
-from tokenizers_train.backends import BACKENDS, VOCAB_MULTIPLE, TrainConfig, backend_named
+from tokenizers_train.backends import (
+    BACKENDS,
+    MAX_VOCAB_SIZE,
+    VOCAB_MULTIPLE,
+    TrainConfig,
+    backend_named,
+    padding,
+)
 from tokenizers_train.run import REPORT_NAME, TrainingRun, sample_summary
 from tokenizers_train.run import run as train
 from tokenizers_train.sampling import MAX_REPEATS
@@ -32,8 +40,11 @@ EXIT_TARGET_NOT_MET = 3
 
 
 def vocab_size(text: str) -> int:
-    """argparse type: a positive multiple of 64 (the model's embedding is sized from it)."""
+    """argparse type: a positive multiple of 64 (the model's embedding is sized from it), at most
+    ``MAX_VOCAB_SIZE``."""
     value = clihelp.positive_int(text)
+    if value > MAX_VOCAB_SIZE:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_VOCAB_SIZE}, got {text}")
     if value % VOCAB_MULTIPLE:
         lower = value // VOCAB_MULTIPLE * VOCAB_MULTIPLE
         nearest = f"{lower} or {lower + VOCAB_MULTIPLE}" if lower else str(VOCAB_MULTIPLE)
@@ -49,8 +60,18 @@ def holdout(text: str) -> float:
     return value
 
 
+def phrase_fraction(text: str) -> float:
+    """argparse type: a share of the vocabulary under 1 (the words need the rest)."""
+    value = clihelp.share(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a share under 1 (the words need the rest of the vocabulary), "
+                                         f"got {text}")
+    return value
+
+
 vocab_size.kind = int  # the help's metavar convention (N for a count, X for a number), as common.cli's types
 holdout.kind = float
+phrase_fraction.kind = float
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=paths.output_dir_type(Path), help="output folder (appears only when training succeeded)")
     p.add_argument("--backend", default=TrainConfig.backend, choices=BACKENDS,
                    help=f"the trainer (default {TrainConfig.backend})")
-    p.add_argument("--phrase-fraction", type=clihelp.share, default=0.25,
+    p.add_argument("--phrase-fraction", type=phrase_fraction, default=0.25,
                    help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
     p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
                    help="hf-bpe: merges over whole grapheme units, so no token starts with a combining mark, ZWJ or "
@@ -111,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace) -> TrainingRun:
     """The run the arguments ask for; bad labels, shares and targets are :class:`common.errors.InputError`."""
+    if args.sample_chars is not None and args.sample_chars < args.vocab_size:
+        # every token past the alphabet is a merge learned from at least --min-frequency pairs of the sample
+        raise InputError(f"--sample-chars {args.sample_chars}: a sample smaller than --vocab-size {args.vocab_size} "
+                         "cannot train that vocabulary; give more characters or leave it out (all the text)")
     return TrainingRun(
         texts=[parse_text_arg(a) for a in args.text],
         out=args.out,
@@ -137,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
     except TargetNotMet as e:  # not bad input: a goal the rounds did not reach, with its own exit status
         print(f"{PROG}: {e}\nnothing was written to {args.out}", file=sys.stderr)
         return EXIT_TARGET_NOT_MET
+    padded = padding(result.tokenizer.with_name("tokenizer.json"))
+    if padded:  # the text ran out of pairs to merge: say how much of the vocabulary is only padding
+        size = args.vocab_size
+        print(f"warning: the sample gave {size - padded:,} of the {size:,} tokens; {padded:,} are padding "
+              "(<|reserved_k|>): give more text (--text, --sample-chars) or a smaller --vocab-size", file=sys.stderr)
     print(f"tokenizer: {result.tokenizer}")
     print(f"training report: {result.out / REPORT_NAME}")
     print(f"fertility report: {result.out / 'fertility' / 'report.html'}")

@@ -413,7 +413,7 @@ def describe_sample(prepared: PreparedText, shares: Mapping[str, float], sample_
     budgets = sample_budgets(prepared, shares, sample_chars, max_repeats)
     total = sum(budgets.values())
     bound = (min(prepared.languages, key=lambda k: prepared.languages[k].train_chars / shares[k])
-             if sample_chars is None else None)
+             if sample_chars is None and len(prepared.languages) > 1 else None)  # one language: its whole text
     out = {}
     for k, lt in prepared.languages.items():
         used, text = budgets[k], lt.train_chars

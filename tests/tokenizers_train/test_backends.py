@@ -3,7 +3,7 @@ import json
 
 import pytest
 import sentencepiece as spm
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast
 
 import fertility
@@ -191,3 +191,68 @@ def test_a_backend_is_one_entry_in_trainers(sample_lines, tmp_path, monkeypatch,
     with pytest.raises(SystemExit) as exit_:
         cli.build_parser().parse_args(["--text", "bn=x.txt", "--out", "o", "--backend", "nope"])
     assert exit_.value.code == 2 and "'spm-bpe', 'toy-words'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["hf-bpe", "hf-unigram", "spm-unigram", "spm-bpe"])
+def test_the_output_folder_is_a_transformers_tokenizer_folder(trained, backend):
+    """The finding: AutoTokenizer loaded tokenizer.json, but bos/eos/pad were None although the vocabulary has
+    them. The folder now says which special tokens play which role, for every backend."""
+    from transformers import AutoTokenizer
+
+    folder = trained[backend].parent
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab()
+    assert [tok.bos_token, tok.eos_token, tok.pad_token] == ["<|bos|>", "<|eos|>", "<|pad|>"]
+    assert [tok.bos_token_id, tok.eos_token_id, tok.pad_token_id] == [vocab[t] for t in ("<|bos|>", "<|eos|>", "<|pad|>")]
+    # a byte-level model has no unknown token; the character models have one, and say it
+    assert tok.unk_token == {"hf-bpe": None, "hf-unigram": "<|unk|>"}.get(backend, "<unk>")
+    if tok.unk_token is not None:
+        assert tok.unk_token_id == vocab[tok.unk_token]
+    assert len(tok) == 1024
+    for text in ["আমি বাংলায় গান গাই। The song, sung.", *EXTRA[:3], "a  b ."]:
+        ids = tok(text)["input_ids"]
+        assert ids == Tokenizer.from_file(str(folder / "tokenizer.json")).encode(text).ids
+        assert tok.decode(ids) == normalize(text)
+    batch = tok(["আমি", "আমি বাংলায় গান গাই।"], padding=True)["input_ids"]
+    assert batch[0][-1] == tok.pad_token_id and len(batch[0]) == len(batch[1])
+
+
+def test_stage_two_symbols_cover_any_vocabulary_the_command_accepts():
+    """Stage 2 of phrase merges spells each stage-1 token as one character: there are enough of them, one
+    per id, for every vocabulary up to MAX_VOCAB_SIZE (the finding: 131,070 at most, so 262,144 was refused)."""
+    n = backends.MAX_VOCAB_SIZE
+    symbols = backends.stage2_symbols(n)
+    assert len(symbols) == n > 2 * 131_070 and len(set(symbols)) == n
+    assert all(len(c) == 1 and not 0xD800 <= ord(c) < 0xE000 and not c.isspace() for c in symbols)
+    assert symbols[:131_070] == [chr(0xF0000 + i) for i in range(131_070)]  # the ids every vocabulary used so far
+    with pytest.raises(backends.TrainingError, match="more than the .* stage-2 symbols"):
+        backends.stage2_symbols(1_100_000)  # a Python caller past check_config: an error, never a wrong symbol
+    backends.check_config(backends.TrainConfig(vocab_size=262_144, phrase_fraction=0.25), alphabet_size=120)
+    with pytest.raises(backends.TrainingError, match="over the largest trained, 1048576"):
+        backends.check_config(backends.TrainConfig(vocab_size=n + 64), alphabet_size=120)
+
+
+def _renumbered(tok: Tokenizer, shift: int) -> Tokenizer:
+    """``tok``'s stage-1 model with ``shift`` unused tokens before its own, so that its ids are all >= shift."""
+    model = json.loads(tok.to_str())["model"]
+    vocab = {f"<|unused_{i}|>": i for i in range(shift)}
+    vocab.update({t: i + shift for t, i in model["vocab"].items()})
+    merges = [tuple(m) for m in model["merges"]]
+    return backends._byte_level(models.BPE(vocab=vocab, merges=merges))
+
+
+def test_phrase_merges_over_a_stage_one_vocabulary_past_the_private_use_planes(sample_lines):
+    """Phrase merges learned over stage-1 ids past 131,070 (placed there by unused tokens, without training a
+    262k vocabulary) are the very merges learned over the same tokens at small ids."""
+    config = backends.TrainConfig(vocab_size=1024, show_progress=False)
+    words = backends._train_byte_bpe_words(config, sample_lines, 768)
+    small = backends._add_phrase_merges(words, sample_lines, 256, config)
+    big = backends._add_phrase_merges(_renumbered(words, 140_000), sample_lines, 256, config)
+
+    def phrase_merges(tok):
+        merges = json.loads(tok.to_str())["model"]["merges"]
+        return [tuple(m) for m in merges if "Ġ" in "".join(m)[1:]]
+
+    assert len(phrase_merges(small)) >= 20
+    assert phrase_merges(big) == phrase_merges(small)
+    assert big.get_vocab_size() == small.get_vocab_size() + 140_000

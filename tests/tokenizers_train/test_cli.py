@@ -17,7 +17,7 @@ def _args(small_texts, out, *extra):
 def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_texts, tmp_path, capsys):
     out = tmp_path / "tok"
     assert main(_args(small_texts, out, "--vocab-size", "1024", "--naive", "--reference", "gpt2")) == 0
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "fertility", "naive", "tokenizer.json",
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "fertility", "naive", "tokenizer.json", "tokenizer_config.json",
                                                      "training_report.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left beside OUT
     report = json.loads((out / "training_report.json").read_text())
@@ -87,3 +87,28 @@ def test_a_scarce_language_is_capped_and_the_report_says_so(small_texts, tmp_pat
     assert main([*base, "--max-repeats", "10"]) == 0
     lo = json.loads((tmp_path / "b" / "training_report.json").read_text())["data"]["languages"]["lo"]
     assert lo["sample_chars"] >= 10_000 > lo["text_chars"] and "cycled" in lo["note"]
+
+
+def test_a_sample_too_small_for_the_vocabulary_says_how_much_is_padding(small_texts, tmp_path, capsys):
+    """The finding: a tiny --sample-chars trained without a word. Under --vocab-size it is refused (see
+    test_contract.py); above it, whatever the trainer could not learn is padding, and one line says how much."""
+    out = tmp_path / "tok"
+    assert main(_args(small_texts, out, "--vocab-size", "1024", "--sample-chars", "3000", "--shares", "bn=0.5,en=0.5",
+                      "--phrase-fraction", "0", "--whole-graphemes", "off")) == 0
+    tok = json.loads((out / "tokenizer.json").read_text())
+    padding = [t["content"] for t in tok["added_tokens"] if t["content"].startswith("<|reserved_")][5:]
+    assert len(padding) > 100
+    warning, = [line for line in capsys.readouterr().err.splitlines() if "padding" in line]
+    assert warning.startswith("warning: ") and f"{1024 - len(padding):,} of the 1,024 tokens" in warning
+    assert f"{len(padding):,}" in warning and "--sample-chars" in warning
+
+
+def test_one_language_gets_no_note_about_other_languages(small_texts, tmp_path, capsys):
+    """The finding: a one-language run printed "the other languages use only part of their text"."""
+    out = tmp_path / "tok"
+    args = ["--text", f"bn={small_texts['bn']}", "--out", str(out), "--no-progress", "--vocab-size", "512",
+            "--phrase-fraction", "0", "--whole-graphemes", "off", "--holdout", "0.1"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "other languages" not in captured.out + captured.err
+    assert json.loads((out / "training_report.json").read_text())["data"]["notes"] == []

@@ -59,7 +59,15 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--probe-chars 0": (["--probe-chars", "0"], ["--probe-chars", "positive"]),
         "--max-repeats 0": (["--max-repeats", "0"], ["--max-repeats", "positive"]),
         "--phrase-fraction 1.5": (["--phrase-fraction", "1.5"], ["--phrase-fraction", "share"]),
-        "--phrase-fraction 1": (["--phrase-fraction", "1"], ["phrase_fraction"]),
+        # the finding: refused as "phrase_fraction must be in [0, 1)", the internal name, not the option's
+        "--phrase-fraction 1": (["--phrase-fraction", "1"], ["--phrase-fraction", "under 1", "got 1"]),
+        # the finding: an OverflowError traceback
+        "--vocab-size 1e30": (["--vocab-size", "1e30"], ["--vocab-size", "at most 1048576", "1e30"]),
+        "--vocab-size over the largest": (["--vocab-size", str(2**20 + 64)], ["--vocab-size", "at most 1048576"]),
+        # the finding: trained, on 1 character per language, with no word; a sample needs a character per token
+        "--sample-chars under the vocabulary": (["--sample-chars", "1"], ["--sample-chars 1", "512", "--vocab-size"]),
+        # the finding: a --tokenizer-dir that does not exist was silently ignored
+        "--tokenizer-dir missing": (["--reference", "gpt2", "--tokenizer-dir", str(d / "nope")], ["nope"]),
         "--min-frequency 0": (["--min-frequency", "0"], ["--min-frequency", "positive"]),
         "--max-token-length -1": (["--max-token-length", "-1"], ["--max-token-length"]),
         "--max-chars-per-source nan": (["--max-chars-per-source", "nan"], ["--max-chars-per-source", "'nan'"]),
