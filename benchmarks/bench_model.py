@@ -118,7 +118,8 @@ def build_corpus(data: Path, tokenizer: Path, out: Path, tokens: int, max_chars:
 
 
 def train_and_score(corpus: Path, run: Path, steps: int, seed: int, texts: dict[str, Path]) -> dict[str, float]:
-    scores = run / "heldout.json"
+    # Beside the run, not in it: an output file never lies inside an input folder (`pretrain eval --run RUN`).
+    scores = run.with_name(f"{run.name}.heldout.json")
     if not scores.is_file():
         from pretrain.train.checkpoint import latest_checkpoint, sidecar
 
