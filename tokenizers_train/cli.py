@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=paths.output_dir_type(Path), help="output folder (appears only when training succeeded)")
     p.add_argument("--backend", default=TrainConfig.backend, choices=BACKENDS,
                    help=f"the trainer (default {TrainConfig.backend})")
-    p.add_argument("--phrase-fraction", type=phrase_fraction, default=0.25,
+    p.add_argument("--phrase-fraction", type=paths.not_a_path(phrase_fraction), default=0.25,
                    help="hf-bpe: share of the vocabulary learned as multi-word merges (0 = words only; default 0.25)")
     p.add_argument("--whole-graphemes", choices=("auto", "on", "off"), default="auto",
                    help="hf-bpe: merges over whole grapheme units, so no token starts with a combining mark, ZWJ or "

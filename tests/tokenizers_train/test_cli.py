@@ -93,7 +93,7 @@ def test_a_sample_too_small_for_the_vocabulary_says_how_much_is_padding(small_te
     """The finding: a tiny --sample-chars trained without a word. Under --vocab-size it is refused (see
     test_contract.py); above it, whatever the trainer could not learn is padding, and one line says how much."""
     out = tmp_path / "tok"
-    assert main(_args(small_texts, out, "--vocab-size", "1024", "--sample-chars", "3000", "--shares", "bn=0.5,en=0.5",
+    assert main(_args(small_texts, out, "--vocab-size", "1024", "--sample-chars", "1100", "--shares", "bn=0.5,en=0.5",
                       "--phrase-fraction", "0", "--whole-graphemes", "off")) == 0
     tok = json.loads((out / "tokenizer.json").read_text())
     padding = [t["content"] for t in tok["added_tokens"] if t["content"].startswith("<|reserved_")][5:]
