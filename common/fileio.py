@@ -18,6 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# The field value that proves this project wrote a file or folder marker (common.paths.written_by_us).
+WRITTEN_BY = "bangla-tokfair"
+
 
 def umask() -> int:
     mask = os.umask(0)

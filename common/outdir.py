@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 
 from common.errors import OutputPathError
-from common.fileio import umask, write_json
+from common.fileio import WRITTEN_BY, read_json, umask, write_json
 
 # Written into every folder this project publishes: the mark that --overwrite may replace it.
 MARKER = ".bangla-tokfair.json"
@@ -73,11 +73,13 @@ def is_ours(folder: str | os.PathLike) -> bool:
 
 
 def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs: Iterable[str | os.PathLike] = (),
-                     what: str = "--out") -> Path:
+                     what: str = "--out", publish: bool = True) -> Path:
     """Refuse, before any work, an output folder the policy above forbids; return it as given.
 
     ``inputs`` are the command's input paths (files or folders); one that does not exist on disk (a tokenizer
-    name, a hub id) is ignored.
+    name, a hub id) is ignored. With ``publish`` (a result swapped in by :func:`publish_dir`) OUT must also be
+    a place that rename can fill (:func:`check_publishable`); a command that writes in place (a training run)
+    passes False.
     """
     out = Path(out)
     resolved = out.resolve()
@@ -96,6 +98,8 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs:
                 raise OutputPathError(f"{what} {out}: already holds a result; choose another path or pass "
                                       "--overwrite to replace it")
     _writable_parent(out, what)
+    if publish:
+        check_publishable(out, what)
     return out
 
 
@@ -175,10 +179,15 @@ def publish_dir(staged: str | os.PathLike, out: str | os.PathLike, *, command: s
     """
     staged, given = Path(staged), Path(out)
     out = publish_path(given)
-    write_json(staged / MARKER, {"written_by": "bangla-tokfair", "command": command})
+    # What the staging folder's own marker recorded (a resumable build's arguments) stays in it: should the
+    # rename fail, the rerun must still recognise the kept result as its own.
+    try:
+        earlier = read_json(staged / MARKER)
+    except (OSError, ValueError):
+        earlier = {}
+    extra = earlier if isinstance(earlier, dict) else {}
+    write_json(staged / MARKER, {**extra, "written_by": WRITTEN_BY, "command": command})
     kept = f"the result is kept in {staged}; move it where you want it"
-    if is_mount_point(out):
-        raise PublishError(f"{given}: is a mount point, which cannot be replaced; {kept}")
     if not (out.exists() or out.is_symlink()):
         _rename(staged, out, given, kept)
         return given

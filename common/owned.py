@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import OutputPathError
-from common.fileio import write_json
+from common.fileio import WRITTEN_BY, write_json
 
 OWNER = ".bangla-tokfair.owner.json"
 _TOKEN = re.compile(r"[0-9a-f]{32}")
@@ -125,7 +125,7 @@ class _Folder:
 
 def _record(folder: _Folder, role: str, *, made: bool, whole: bool) -> Owned:
     token = secrets.token_hex(16)
-    folder.write_record({"written_by": "bangla-tokfair", "role": role, "name": folder.name, "token": token,
+    folder.write_record({"written_by": WRITTEN_BY, "role": role, "name": folder.name, "token": token,
                          "made": made, "entries": None if whole else []})
     return Owned(folder.url, role, token, made, whole)
 
@@ -136,7 +136,7 @@ def owned(url: str | os.PathLike, role: str) -> Owned | None:
     if not folder.is_dir():
         return None
     record = folder.read_record()
-    if (record is None or record.get("written_by") != "bangla-tokfair" or record.get("role") != role
+    if (record is None or record.get("written_by") != WRITTEN_BY or record.get("role") != role
             or record.get("name") != folder.name or not _TOKEN.fullmatch(str(record.get("token")))):
         return None
     entries = record.get("entries")

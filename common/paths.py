@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import OutputPathError
-from common.outdir import MARKER, _within, _writable_parent
+from common.fileio import WRITTEN_BY
+from common.outdir import MARKER, _check_inputs, _within, _writable_parent, is_ours
 
-WRITTEN_BY = "bangla-tokfair"
 # The longest file name (one path component) Linux filesystems take (ext4, xfs, btrfs, tmpfs: NAME_MAX).
 NAME_MAX = 255
 # An output file is a report or a status: one bigger than this is not a JSON file of ours.
@@ -307,11 +307,7 @@ def check_work_dir(path: str, *, inputs: Iterable[str | os.PathLike] = (), what:
         raise OutputPathError(f"{what} {path}: is the current folder or holds it; name a new folder")
     if Path(path).exists() and not Path(path).is_dir():
         raise OutputPathError(f"{what} {path}: exists and is not a folder")
-    for given in inputs:
-        source = Path(given).resolve()
-        if _within(source, folder) or (source.is_dir() and _within(folder, source)):
-            raise OutputPathError(f"{what} {path}: is, holds or lies inside the input {given}; choose a folder "
-                                  "apart from the inputs")
+    _check_inputs(folder, inputs, what)  # the output folder's rule: never is, holds or lies inside an input
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -326,7 +322,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                 local = spec_path(value, labelled=action.type.labelled)
                 if local:
                     inputs.append(local)
-                    own |= {(Path(local) / name).resolve() for name in action.type.own}
+                    if is_ours(local):  # a run of ours may take its own eval.json; a folder of the user's, nothing
+                        own |= {(Path(local) / name).resolve() for name in action.type.own}
     overwrite = bool(getattr(args, "overwrite", False))
     for action in actions:
         what = (action.option_strings or [action.dest])[0]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.outdir import check_output_dir, check_publishable, publish_dir
+from common.outdir import check_output_dir, publish_dir
 from corpus.check import Checked, check_inputs, check_out, check_work_dir
 from corpus.config import BuildConfig, BuildError
 from corpus.executors import ExecutorConfig
@@ -84,7 +84,6 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     args = arguments(config)
     checked = check_inputs(config, executor)
     check_work_dir(work_dir, out_dir)
-    check_publishable(out_dir)
     existing, done = check_out(out_dir, checked.info, args, append=append, overwrite=overwrite,
                                inputs=input_paths(checked.sources))
     if done:
@@ -169,7 +168,6 @@ def plan_only(config: BuildConfig, out_dir: str | Path | None, *, executor: Exec
     if out_dir is not None:
         # The later build's --out: held to the same policy now, so that it is refused before the ingest.
         check_output_dir(out_dir, overwrite=True, inputs=input_paths(checked.sources))
-        check_publishable(out_dir)
     claim_work(work_dir, executor.ingest_tasks)  # so that a later build can prove the kept ingest is ours
     if out_dir is not None:
         with staged(Path(out_dir), None) as stage:

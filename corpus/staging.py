@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from common.errors import InputError, OutputPathError
-from common.fileio import read_json, write_json
+from common.fileio import WRITTEN_BY, read_json, write_json
 from common.outdir import MARKER, PublishError, is_ours, publish_path
 from common.owned import Owned, claim, record, remove
 from corpus.ingest import FINGERPRINT_NAME
@@ -38,12 +38,16 @@ def _open_stage(stage: Path, record: dict | None) -> bool:
     the folder's shards are for (the build's arguments); a folder holding another build's unfinished shards
     keeps only its ingest (``.work``, checked by its own fingerprint) and packs again, which takes seconds.
     ``None`` (a plan) leaves an existing folder as it is."""
-    marker = {"written_by": "bangla-tokfair", "command": STAGE_COMMAND, "build": record}
+    marker = {"written_by": WRITTEN_BY, "command": STAGE_COMMAND, "build": record}
     if stage.exists() or stage.is_symlink():
         if stage.is_symlink() or not stage.is_dir() or not is_ours(stage) or _stage_record(stage) is None:
             raise OutputPathError(f"{stage}: is where this build keeps its unfinished work, but holds something "
                                   "this project did not write; move it away (nothing was written)")
         if record is not None and _stage_record(stage).get("build") != record:
+            if _stage_record(stage).get("command") != STAGE_COMMAND:
+                # A finished build whose publishing failed: the result the one line said was kept.
+                raise OutputPathError(f"{stage}: holds a finished build of other arguments that could not be "
+                                      "put in place; move it where you want it (nothing was written)")
             # Provably ours: a real folder named for OUT's staging whose marker names it an unfinished build,
             # which only _open_stage writes; its entries are the other build's shards and report.
             for path in stage.iterdir():

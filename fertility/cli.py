@@ -12,7 +12,7 @@ import argparse
 from common import cli as clihelp
 from common import paths
 from common.errors import InputError
-from common.outdir import check_output_dir, check_publishable
+from common.outdir import check_output_dir
 from fertility.analysis import analyze
 from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, parallel_sources
 from fertility.report import terminal_table, write_report
@@ -99,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
     inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])
     check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
-    check_publishable(args.out)
     reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
     try:
         report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,

@@ -21,7 +21,7 @@ import fertility
 from common.cli import check_label
 from common.errors import InputError
 from common.fileio import file_sha256, read_json, write_json
-from common.outdir import check_output_dir, check_publishable, publish_dir, staging_dir
+from common.outdir import check_output_dir, publish_dir, staging_dir
 from fertility.premium import ParallelText, aligned
 from fertility.text import TextSource, check_source, input_paths, iter_documents
 from tokenizers_train import backends, checkpoint, sampling, targeting
@@ -86,7 +86,6 @@ def run(config: TrainingRun) -> RunResult:
     sources = [*config.texts, *(config.parallel or {}).values(),
                *(r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str))]
     check_output_dir(out, overwrite=config.overwrite, inputs=input_paths(sources))
-    check_publishable(out)
     # backend, multiple of 64, what only hf-bpe has; the alphabet is checked once read (whole graphemes "auto"
     # is decided then too)
     backends.check_config(dataclasses.replace(config.train, whole_graphemes=bool(config.whole_graphemes)), 0)

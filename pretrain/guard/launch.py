@@ -112,7 +112,7 @@ def check_run_dir(out: str, *, resume: bool, inputs: list[str]) -> None:
     if not ours_run and run_dir.is_dir() and is_ours(run_dir):
         raise OutputPathError(f"--out {run_dir}: holds the output of another command, not a run; choose a new "
                               "folder")
-    check_output_dir(run_dir, overwrite=ours_run, inputs=inputs)
+    check_output_dir(run_dir, overwrite=ours_run, inputs=inputs, publish=False)  # written in place
 
 
 def resolve_config(args: argparse.Namespace, overrides: list[str]) -> RunConfig:

@@ -32,7 +32,7 @@ import torch
 from common import paths
 from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, umask, write_json
-from common.outdir import check_output_dir, check_publishable, publish_dir, staging_dir
+from common.outdir import check_output_dir, publish_dir, staging_dir
 from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
 from pretrain.model.hf_llama import to_hf
 
@@ -97,7 +97,6 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
 
     checkpoint, out = Path(checkpoint), Path(out)
     check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
-    check_publishable(out)
     model_card.check_card_inputs(Path(eval_json) if eval_json else None, data)
     if dtype not in DTYPES:
         raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")

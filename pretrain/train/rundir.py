@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import InputError
-from common.fileio import append_jsonl, atomic_write_bytes, write_json
+from common.fileio import WRITTEN_BY, append_jsonl, atomic_write_bytes, write_json
 from common.outdir import MARKER
 
 CONFIG = "config.json"
@@ -73,7 +73,7 @@ COMMAND = "pretrain launch"
 
 def mark(run_dir: Path) -> None:
     """Mark ``run_dir`` as a run of ours (the folder exists)."""
-    write_json(Path(run_dir) / MARKER, {"written_by": "bangla-tokfair", "command": COMMAND})
+    write_json(Path(run_dir) / MARKER, {"written_by": WRITTEN_BY, "command": COMMAND})
 
 
 def is_run(folder: Path) -> bool:

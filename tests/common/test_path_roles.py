@@ -263,6 +263,14 @@ def test_check_args_keeps_output_files_and_work_folders_apart_from_every_input(t
             (["--text", f"bn={bn}", "--work-dir", str(bn)], "not a folder")]:
         with pytest.raises(OutputPathError, match=message):
             check(*argv)
+    # A folder of the user's given where a run goes has no file of the command's own: its eval.json (the
+    # user's notes) is never replaced, --overwrite or not.
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "eval.json").write_text("my notes")
+    with pytest.raises(OutputPathError, match="input folder"):
+        check("--run", str(thesis), "--out", str(thesis / "eval.json"), "--overwrite")
+    assert (thesis / "eval.json").read_text() == "my notes"
 
 
 def test_the_input_spec_path_is_found_in_every_form(tmp_path):

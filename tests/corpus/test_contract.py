@@ -331,8 +331,19 @@ def test_a_rename_refused_with_ebusy_is_one_line_and_keeps_the_build(texts, tmp_
     code = main(_build(tmp_path))
     input_error(code, capfd.readouterr().err, str(tmp_path / "out"), "busy", ".out.building")
     assert not (tmp_path / "out").exists() and (tmp_path / ".out.building" / "manifest.json").is_file()
-    assert main(_build(tmp_path)) == 0  # the rerun publishes the finished build
+    kept = {p.name: p.stat().st_ino for p in (tmp_path / ".out.building").iterdir() if p.is_file() and p.name != MARKER}
+    assert main(_build(tmp_path)) == 0  # the rerun publishes the finished build: the very files it kept
     assert (tmp_path / "out" / "manifest.json").is_file() and not (tmp_path / ".out.building").exists()
+    assert {name: (tmp_path / "out" / name).stat().st_ino for name in kept} == kept
+    # A finished build of other arguments that could not be published is never wiped by another build.
+    other = str(tmp_path / "other")
+    busy_rename(tmp_path / "other")
+    assert main(_build(tmp_path, out=other)) == 2
+    capfd.readouterr()
+    assert (tmp_path / ".other.building" / "manifest.json").is_file()
+    code = main(_build(tmp_path, out=other, tokens="4000"))
+    input_error(code, capfd.readouterr().err, ".other.building", "finished build of other arguments")
+    assert (tmp_path / ".other.building" / "manifest.json").is_file()
 
 
 def test_a_work_dir_an_earlier_plan_made_is_ours_and_loses_only_what_was_recorded(texts, tmp_path, capfd):
