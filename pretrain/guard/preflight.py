@@ -21,7 +21,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from common.fileio import write_json
@@ -34,6 +33,7 @@ from pretrain.train.checkpoint import load_checkpoint, rng_state, set_rng_state
 from pretrain.train.hardware import mfu
 from pretrain.train.optim import make_optimizer, train_step
 from pretrain.train.trainer import Trainer
+from pretrain.train.validation import text_tokens
 
 GiB = 1024**3
 # Below this many training tokens per vocabulary id the preflight says that a model will learn little beyond
@@ -209,7 +209,7 @@ def run_preflight(trainer: Trainer) -> PreflightReport:
         # Validation scores each document after its BOS in windows of at most seq_len (pretrain.train.validation),
         # so a set shorter than one sequence is scored as it is; a stream with no text token would stop the run
         # at its first validation (step train.eval_interval), so it is refused here, before any step.
-        if not any(int(np.count_nonzero(np.asarray(shard) != bos)) for shard in stream.shards):
+        if not text_tokens(stream, bos):
             problems.append(f"{ds.path}: the {lang} validation shards hold no text token ({len(stream):,} tokens, "
                             "all BOS); build the shards with more --val-tokens")
     if cfg.train.tensorboard and rt.is_main:

@@ -60,6 +60,12 @@ class CheckpointError(InputError):
     """A checkpoint that is missing, incomplete or corrupt; the message names the file."""
 
 
+class CorruptCheckpoint(CheckpointError):
+    """A checkpoint whose bytes do not match its sidecar's sha256: proven damaged (`adopt` sets it aside as
+    ``NAME.corrupt``). One that matches but will not load (another torch, a refused pickle) is intact and may
+    load elsewhere: it is set aside as ``NAME.unloadable``."""
+
+
 def checkpoint_dir(run_dir: str | os.PathLike) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
@@ -193,6 +199,12 @@ def abandoned_dir(run_dir: str | os.PathLike, line: int) -> Path:
     return Path(run_dir) / ABANDONED_DIR / f"line{line}"
 
 
+def redone_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where a plain ``--resume`` from ``step`` keeps the log records of the steps after it, which it redoes
+    (the only trace of what led to the stop; the live logs then hold each step once)."""
+    return Path(run_dir) / ABANDONED_DIR / f"redone-after-{step:08d}"
+
+
 def _set_aside(run_dir: Path, path: Path, line: int) -> Path:
     """Move a checkpoint and its sidecar into ``abandoned_dir(line)``: the sidecar first, so that what is left
     behind by a kill in between is a .pt without a sidecar (never loaded)."""
@@ -244,8 +256,8 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise CheckpointError(f"{meta_path}: not valid JSON (line {e.lineno}): {e.msg}") from None
     sha = file_sha256(path)
     if sha != meta.get("sha256"):
-        raise CheckpointError(f"{path}: sha256 {sha} does not match {meta_path.name} ({meta.get('sha256')}); "
-                              "the file is corrupt")
+        raise CorruptCheckpoint(f"{path}: sha256 {sha} does not match {meta_path.name} ({meta.get('sha256')}); "
+                                "the file is corrupt")
     try:
         with warnings.catch_warnings():  # a pickle of another protocol: the refusal below says it, in one line
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
@@ -268,38 +280,41 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def resume_checkpoint(run_dir: str | os.PathLike) -> tuple[Path, dict[str, Any], list[tuple[Path, str]]] | None:
+def resume_checkpoint(run_dir: str | os.PathLike
+                      ) -> tuple[Path, dict[str, Any], list[tuple[Path, str, bool]]] | None:
     """The checkpoint ``--resume`` continues from: the one ``latest.json`` names if it verifies and loads,
-    else the newest one before it on the same line that does; with the ones skipped and why.
+    else the newest one before it on the same line that does; with the ones skipped, why, and whether each is
+    proven corrupt (:class:`CorruptCheckpoint`).
 
     Nothing is moved here (`adopt` does that once the run starts). None if the live line has no complete
     checkpoint at all.
     """
     latest = read_latest(run_dir)
     lines, last = lineage(latest, run_dir), latest.get("step")
-    skipped: list[tuple[Path, str]] = []
+    skipped: list[tuple[Path, str, bool]] = []
     for path, meta in reversed(_complete(run_dir)):
         if not _on_line(meta, lines) or (last is not None and int(meta.get("step", 0)) > last):
             continue
         try:
             return path, load_checkpoint(path), skipped
         except CheckpointError as e:
-            skipped.append((path, str(e)))
+            skipped.append((path, str(e), isinstance(e, CorruptCheckpoint)))
         except Exception as e:  # torch.load of a file that passed its checksum can still fail (other torch)
-            skipped.append((path, f"{path}: cannot be loaded: {type(e).__name__}: {e}"))
+            skipped.append((path, f"{path}: cannot be loaded: {type(e).__name__}: {e}", False))
     if skipped:
         raise CheckpointError("no checkpoint of " + str(run_dir) + " verifies: "
-                              + "; ".join(reason for _, reason in skipped)
+                              + "; ".join(reason for _, reason, _ in skipped)
                               + "; continue from a checkpoint file with --resume-from, or start a new run in "
                                 "another --out")
     return None
 
 
-def adopt(run_dir: str | os.PathLike, source: Path, corrupt: list[Path], *,
+def adopt(run_dir: str | os.PathLike, source: Path, skipped: list[tuple[Path, bool]], *,
           branch: bool) -> tuple[list[tuple[Path, Path]], int | None]:
     """Make ``source`` (the verified checkpoint a resumed run starts from) the head of the run's live line.
 
-    The ``corrupt`` checkpoints ``--resume`` skipped are moved aside as ``NAME.corrupt``. With ``branch``
+    The checkpoints ``--resume`` skipped, ``(file, proven corrupt)``, are moved aside as ``NAME.corrupt`` or
+    ``NAME.unloadable``, so that the redone step never writes over them. With ``branch``
     (``--resume-from``) and a ``source`` that is not the newest checkpoint of the live line (an earlier step,
     or a checkpoint of another line or run), a new line starts: a new line number and lineage, and every
     checkpoint no longer on the live line (and ``best.pt`` when it was one of them) is moved to
@@ -311,10 +326,10 @@ def adopt(run_dir: str | os.PathLike, source: Path, corrupt: list[Path], *,
     run_dir, source = Path(run_dir), Path(source)
     ckdir = checkpoint_dir(run_dir)
     moved = []
-    for path in corrupt:
+    for path, corrupt in skipped:
         for p in (path, sidecar(path)):
             if p.exists():
-                moved.append((p, _move(p, p.with_name(p.name + ".corrupt"))))
+                moved.append((p, _move(p, p.with_name(p.name + (".corrupt" if corrupt else ".unloadable")))))
     latest = read_latest(run_dir)
     lines = lineage(latest, run_dir)
     meta = _read_meta(source) or {}

@@ -36,7 +36,13 @@ Files in ``RUN/``:
   requests the trainer discarded as stale;
 * ``supervisor.jsonl``: every decision of the supervisor; ``supervisor_ack.json`` ``{"gen", "step"}``: the
   last step it judged (what a trainer in lockstep waits for);
-* ``config.json``, ``val.jsonl``, ``checkpoints/``, ``eval.json``: the run's own outputs;
+* ``config.json``, ``val.jsonl``, ``checkpoints/``, ``eval.json``: the run's own outputs; in ``checkpoints/``,
+  ``NAME.corrupt`` / ``NAME.unloadable``: checkpoints a ``--resume`` skipped (sha256 mismatch / intact but not
+  loadable here), set aside with their sidecars;
+* ``abandoned/lineL/``: what a branch (``--resume-from`` an earlier step) left of line L: its checkpoints,
+  ``best.pt`` when it was one of them, and the ``metrics.jsonl`` / ``val.jsonl`` records past the branch
+  point; ``abandoned/redone-after-STEP/``: the log records a plain ``--resume`` from STEP cut and redoes
+  (`pretrain.train.checkpoint`; a name taken already gets a ``.2``, ``.3``, ... suffix);
 * ``.bangla-tokfair.json`` (`common.outdir.MARKER`) ``{"written_by", "command": "pretrain launch"}``: the mark
   that the folder is a run of ours, which ``--resume`` may continue (and no other folder).
 

@@ -39,6 +39,7 @@ from pretrain.train.checkpoint import (
     adopt,
     latest_checkpoint,
     load_checkpoint,
+    redone_dir,
     resume_checkpoint,
     rng_state,
     save_checkpoint,
@@ -85,8 +86,8 @@ class Trainer:
     """One training run: the model, optimizer and sampler, and the loop that advances them.
 
     ``resume``: continue from the checkpoint ``latest.json`` of ``train.out`` names, or the newest one before it
-    on the same line that verifies (the corrupt ones skipped are named in ``skipped_checkpoints`` and moved
-    aside as ``NAME.corrupt`` when the run starts); a run that has trained but holds no such checkpoint is
+    on the same line that verifies (the ones skipped are named in ``skipped_checkpoints`` and moved aside when
+    the run starts: ``NAME.corrupt`` when their sha256 proves them damaged, else ``NAME.unloadable``); a run that has trained but holds no such checkpoint is
     refused. ``resume_from``: from that checkpoint file; an earlier one than the run's newest starts a branch
     (`pretrain.train.checkpoint.adopt`). ``replan``: a ``train.max_steps`` other than the checkpoint's
     re-plans the schedule from the resumed step (else it is refused).
@@ -98,7 +99,7 @@ class Trainer:
         self.run_dir = Path(cfg.train.out)
         self.sequences, self.accum = batch_layout(cfg, runtime.world_size)
         self.faults = FaultPlan.from_specs(cfg.train.inject_faults)
-        self.skipped_checkpoints: list[tuple[Path, str]] = []
+        self.skipped_checkpoints: list[tuple[Path, str, bool]] = []  # (file, why, proven corrupt)
         self.resumed_from, state = None, None
         if resume_from:
             self.resumed_from = Path(resume_from)
@@ -206,9 +207,8 @@ class Trainer:
             write_json(self.run_dir / rundir.CONFIG, {**self.cfg.to_dict(),
                                                       "tokenizer": asdict(self.dataset.manifest.tokenizer)})
             if self.resumed_from:
-                self._adopt()
-            metrics = self.run_dir / rundir.METRICS
-            if metrics.exists():
+                self._adopt()  # cuts the logs back to the resumed step, a torn last line with them
+            elif (metrics := self.run_dir / rundir.METRICS).exists():
                 data = metrics.read_bytes()
                 if data and not data.endswith(b"\n"):
                     with open(metrics, "r+b") as f:
@@ -225,20 +225,20 @@ class Trainer:
     def _adopt(self) -> None:
         """The resumed checkpoint becomes the head of the run's live line (`checkpoint.adopt`: corrupt ones
         skipped and the checkpoints a branch abandons moved aside), and the run's logs are cut back to its
-        step, so that no step appears twice; a branch keeps the records it cut beside its abandoned
-        checkpoints."""
-        moved, abandoned = adopt(self.run_dir, self.resumed_from, [p for p, _ in self.skipped_checkpoints],
-                                 branch=self.branch)
-        reasons = {p: reason for p, reason in self.skipped_checkpoints}
+        step, so that no step appears twice; the records cut are kept, beside a branch's abandoned checkpoints
+        or, for a plain resume, in ``RUN/abandoned/redone-after-STEP/``."""
+        moved, abandoned = adopt(self.run_dir, self.resumed_from,
+                                 [(p, proven) for p, _, proven in self.skipped_checkpoints], branch=self.branch)
+        reasons = {p: reason for p, reason, _ in self.skipped_checkpoints}
         for src, dst in moved:
             why = f": {reasons[src]}" if src in reasons else ""
             self._log(f"moved {src.name} aside to {dst.relative_to(self.run_dir)}{why}")
         if abandoned is not None:
             self._log(f"--resume-from {self.resumed_from.name}: a branch at step {self.step}; line {abandoned} "
                       f"is kept in {abandoned_dir(self.run_dir, abandoned).relative_to(self.run_dir)}")
+        kept = abandoned_dir(self.run_dir, abandoned) if abandoned is not None else redone_dir(self.run_dir, self.step)
         for name in (rundir.METRICS, rundir.VALIDATION):
-            aside = abandoned_dir(self.run_dir, abandoned) / name if abandoned is not None else None
-            rundir.truncate_log(self.run_dir, name, self.step, aside)
+            rundir.truncate_log(self.run_dir, name, self.step, kept / name)
 
     # ------------------------------------------------------------------------------------------ supervisor
 

@@ -7,7 +7,7 @@ starts is no part of the text), every text token is a target exactly once, and a
 context is scored in sliding windows (:func:`windows`). With every token scored (``max_tokens`` 0) bits per
 byte is the summed bits over the bytes of the text the manifest counted; ``pretrain eval --text`` on the same
 documents gives the same figure. Scoring windows cut from the stream instead counted the next document's BOS
-and lost the context at every window start: English came out 3.1565 against 3.1248 exact (issue 30, B7).
+and lost the context at every window start: issue 30 (B7) reported English at 3.1565 against 3.1248 exact.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def score_ids(logits: Callable[[torch.Tensor], torch.Tensor], docs: Sequence[Seq
     return total / math.log(2)
 
 
-def _text_tokens(stream: TokenStream, bos: int) -> int:
+def text_tokens(stream: TokenStream, bos: int) -> int:
     """Tokens of a validation stream that are text, not BOS."""
     return len(stream) - sum(int(np.count_nonzero(np.asarray(s) == bos)) for s in stream.shards)
 
@@ -132,7 +132,7 @@ def language_metrics(model: torch.nn.Module, dataset: Dataset, seq_len: int, max
             chars, nbytes = sum(s.chars for s in shards), sum(s.bytes for s in shards)
             bpt = bits / count
             # text tokens / count is 1 when every token was scored: bits / bytes, exactly.
-            scale = _text_tokens(stream, bos) / count
+            scale = text_tokens(stream, bos) / count
             out[lang] = LanguageMetrics(loss=bpt * math.log(2), bits_per_token=bpt,
                                         bits_per_char=bits * scale / chars if chars else None,
                                         bits_per_byte=bits * scale / nbytes if nbytes else None, targets=count)

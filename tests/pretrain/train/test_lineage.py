@@ -10,7 +10,6 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from pretrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     read_latest,
+    redone_dir,
     step_checkpoints,
 )
 
@@ -47,20 +47,14 @@ def test_resume_after_a_killed_branch_continues_the_branch(micro, synthetic_shar
     other = micro.write_synthetic(tmp_path / "other", seed=1)
     step_4 = checkpoint_dir(run) / "step_00000004.pt"
 
-    # `hang` holds the branch before step 9, after its step 8 was checkpointed: the kill lands there whatever
-    # the machine's load (the deadline only turns a bug into a failure instead of a hang).
+    # The branch kills itself (SIGKILL) halfway through writing its step 12, after its step 8 was checkpointed:
+    # the kill lands there whatever the machine's load, with nothing to wait for.
     argv = micro.args(other, run, 20, *COMMON, "--set", "train.keep_last=3", "--resume-from", str(step_4),
-                      "--inject-fault", "hang@9")
-    proc = subprocess.Popen([sys.executable, "-m", "pretrain", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600
-    while proc.poll() is None and time.monotonic() < deadline:
-        latest = read_latest(run) if (checkpoint_dir(run) / "latest.json").exists() else {}
-        if latest.get("step") == 8:  # it named step 20 before the branch
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    assert proc.wait() == -signal.SIGKILL, "the branch should have hung before step 9 and been killed there"
+                      "--inject-fault", "kill_during_checkpoint@12")
+    proc = subprocess.run([sys.executable, "-m", "pretrain", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, "the branch should have been killed writing its step 12"
+    assert read_latest(run)["step"] == 8
     new_8 = checkpoint_dir(run) / "step_00000008.pt"
     assert new_8.exists(), "the branch's step 8 must not be pruned"
     assert names(step_checkpoints(run)) == ["step_00000004.pt", "step_00000008.pt"]
@@ -132,11 +126,35 @@ def test_a_truncated_newest_checkpoint_is_moved_aside_and_no_step_is_logged_twic
     assert [r["step"] for r in read_jsonl(run / rundir.METRICS)] == list(range(1, 13))
     steps = [r["step"] for r in read_jsonl(run / rundir.VALIDATION)]
     assert steps == sorted(set(steps))
+    # The records of the redone steps 9-12 are kept, not dropped: the only trace of what led to the stop.
+    assert [r["step"] for r in read_jsonl(redone_dir(run, 8) / rundir.METRICS)] == list(range(9, 13))
 
 
 class _Payload:
     def __reduce__(self):
         return (print, ("a checkpoint must never run this",))
+
+
+def test_an_intact_newest_checkpoint_that_will_not_load_is_set_aside_as_unloadable(micro, synthetic_shards,
+                                                                                   tmp_path, capsys):
+    """Its sha256 matches its sidecar (so it is not corrupt: another torch may load it), yet this torch refuses
+    it: the resume falls back past it and sets it aside under a name that says so, never over it, never as
+    ``.corrupt``."""
+    run = tmp_path / "run"
+    common = [*COMMON, "--set", "train.keep_last=5"]
+    assert main(micro.args(synthetic_shards, run, 12, *common)) == 0
+    newest = checkpoint_dir(run) / "step_00000012.pt"
+    newest.write_bytes(pickle.dumps({"step": 12, "model": _Payload()}, protocol=2))
+    meta = json.loads(newest.with_suffix(".json").read_text())
+    newest.with_suffix(".json").write_text(json.dumps({**meta, "sha256": file_sha256(newest)}))
+    kept = newest.read_bytes()
+    capsys.readouterr()
+    assert main(micro.args(synthetic_shards, run, 12, *common, "--resume")) == 0
+    err = capsys.readouterr().err
+    assert "step_00000008.pt at step 8" in err and "step_00000012.pt.unloadable" in err
+    assert (checkpoint_dir(run) / "step_00000012.pt.unloadable").read_bytes() == kept
+    assert not (checkpoint_dir(run) / "step_00000012.pt.corrupt").exists()
+    assert load_checkpoint(newest)["step"] == 12  # the redone step, beside the kept file
 
 
 def test_a_checkpoint_with_code_in_it_is_refused_in_one_line(micro, synthetic_shards, tmp_path, capsys):
