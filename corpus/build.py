@@ -88,9 +88,6 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
                                inputs=input_paths(checked.sources))
     if done:
         return existing, None
-    # The documents of the set an --append adds to, from OUT itself: the staging folder's copy of the keys is
-    # replaced by the new set's before the manifest is written, so a rerun after a kill would read those.
-    known = load_keys(out_dir, existing, checked.tokenizer) if existing else np.zeros((0, 16), dtype=np.uint8)
     with staged(out_dir, {"arguments": args, "append": append}) as stage:
         if existing is not None:
             link_existing(out_dir, stage)
@@ -98,6 +95,10 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
         if (stage / MANIFEST_NAME).exists():  # finished, then stopped before it was published
             manifest, prepared = Manifest.load(stage), None
         else:
+            # The documents of the set an --append adds to, from OUT itself: the staging folder's copy of the
+            # keys is replaced by the new set's before the manifest is written, so a rerun after a kill would
+            # read those. Only when there is work to do: a finished stage is only published.
+            known = load_keys(out_dir, existing, checked.tokenizer) if existing else np.zeros((0, 16), np.uint8)
             manifest, prepared = _stages(stage, config, checked, existing, known, executor, work, strict_mix)
         (stage / PACK_PROGRESS).unlink(missing_ok=True)
         if not keep_work:

@@ -84,7 +84,8 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
     ``on_shard(shards done, documents done)`` is called after each shard (the build's status file).
     """
     # A token file is cached by its path: a second build in this process (an --append, a test) remade the files
-    # at the same paths, and its shards took tokens from the first build's maps ("could not broadcast").
+    # at the same paths, and its shards took tokens from the first build's maps ("could not broadcast"). So the
+    # cache lives for one call: cleared before, and after (its maps would hold the removed work files' space).
     _token_file.cache_clear()
     progress_path = out_dir / PACK_PROGRESS
     layout = _layout_hash(jobs, table)
@@ -121,6 +122,7 @@ def write_shards(jobs: list[ShardJob], table: DocTable, out_dir: Path, work_url:
                 record(*_write_job(*a))
     finally:
         bar.close()
+        _token_file.cache_clear()
     return done
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from common.cli import check_label
-from fertility.text import BadUTF8Error, TextError, TextSource, iter_documents, parse_text_arg
+from fertility.text import BadUTF8Error, TextError, TextSource, iter_documents, open_parquet, parse_text_arg
 
 _GLOB_CHARS = "*?["
 _FILE_BITS = 32  # canonical id = source << 48 | file << 32 | row
@@ -95,7 +95,7 @@ def check_sources(sources: list[TextSource], min_language_score: float | None) -
             import fsspec
 
             with fsspec.open(first, "rb") as f:
-                names = _parquet_file(f, first).schema_arrow.names
+                names = open_parquet(f, first).schema_arrow.names
             needed = [source.field] + (["language_score"] if min_language_score is not None else [])
             for column in needed:
                 if column not in names:
@@ -104,23 +104,11 @@ def check_sources(sources: list[TextSource], min_language_score: float | None) -
                                        "; --min-language-score filters on it"))
 
 
-def _parquet_file(f, url: str):
-    """``pyarrow.parquet.ParquetFile`` of an open file; a file that is not parquet is a TextError naming it (the
-    same words as ``fertility.text``'s reader)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(f)
-    except (pa.ArrowException, OSError) as e:
-        raise TextError(f"{url}: not a readable parquet file ({e})") from None
-
-
 def _parquet_rows(url: str, field: str, min_language_score: float | None) -> Iterator[tuple[int, str, float | None]]:
     import fsspec
 
     with fsspec.open(url, "rb") as f:
-        pf = _parquet_file(f, url)
+        pf = open_parquet(f, url)
         names = pf.schema_arrow.names
         if field not in names:
             raise TextError(f"{url}: no column {field!r} (found {names}); pass PATH:COLUMN to choose one")

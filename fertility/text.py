@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import urllib.parse
+import urllib.request
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -335,14 +336,20 @@ def _column_documents(values: Iterable, where: str, field: str, start_row: int) 
             yield Document(value, where, row)
 
 
-def _parquet_documents(source: TextSource, path: Path) -> Iterator[Document]:
+def open_parquet(f, where: str | os.PathLike):
+    """``pyarrow.parquet.ParquetFile`` of a path or an open file; one that is not parquet is a
+    :class:`TextError` naming ``where`` (every reader of parquet text, the corpus build's included)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        return pq.ParquetFile(f)
     except (pa.ArrowException, OSError) as e:
-        raise TextError(f"{path}: not a readable parquet file ({e})") from None
+        raise TextError(f"{where}: not a readable parquet file ({e})") from None
+
+
+def _parquet_documents(source: TextSource, path: Path) -> Iterator[Document]:
+    pf = open_parquet(path, path)
     names = pf.schema_arrow.names
     if source.field not in names:
         raise TextError(f"{path}: no column {source.field!r} (found {names}); pass PATH:COLUMN to choose one")
@@ -390,17 +397,25 @@ def _hub_documents(source: TextSource) -> Iterator[Document]:
         yield from _column_documents([example[source.field]], source.spec, source.field, row)
 
 
+_REACHED: set[tuple[str, int]] = set()  # endpoints found reachable in this process: checked once, not per read
+
+
 def _check_hub_reachable(spec: str) -> None:
     """A :class:`TextError` at once when the Hugging Face Hub cannot be reached and offline mode is not set:
     datasets would otherwise retry for about 25 s, printing 11 lines, before its own error. With
-    ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) set, datasets reads its cache and makes no request."""
+    ``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) set, datasets reads its cache and makes no request; behind
+    a proxy (``HTTPS_PROXY`` and the like) a direct connection proves nothing, so datasets is left to try."""
     if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
            for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         return
     endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    proxies = urllib.request.getproxies()
+    if (host, port) in _REACHED or proxies.get(endpoint.scheme or "https") or proxies.get("all"):
+        return
     try:
         socket.create_connection((host, port), timeout=HUB_CHECK_S).close()
     except OSError as e:
         raise TextError(f"{spec}: cannot reach the Hugging Face Hub at {host} ({e.strerror or e}); connect, or "
                         "set HF_HUB_OFFLINE=1 to read a dataset already in the local cache") from None
+    _REACHED.add((host, port))

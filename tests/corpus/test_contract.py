@@ -145,6 +145,7 @@ CASES = {
     "work-dir-is-the-sources-folder": Case(lambda r: _build(r, "--work-dir", str(r / "data")), ("--work-dir", "data")),
     "work-dir-is-the-cwd": Case(lambda r: _build(r, "--work-dir", str(r.parent / "elsewhere")),
                                 ("--work-dir", "current folder")),
+    "work-dir-inside-out": Case(lambda r: _build(r, "--work-dir", str(r / "out" / "work")), ("--work-dir", "--out")),
     "append-to-no-shard-set": Case(lambda r: _build(r, "--append"), ("--append", "not a shard set"), _ours),
     # --- plan
     "plan-mix-unknown-language": Case(lambda r: _plan(r, mix="bn=0.5,hi=0.5"), ("hi",)),

@@ -126,6 +126,11 @@ def test_strict_mix_refuses_before_writing_shards(little_bangla, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--strict-mix" in err[0] and "bn:" in err[0], err
     assert not out.exists()
+    # `corpus plan` keeps the same promise, in the same one line, and writes nothing either.
+    assert main(["plan", *_argv(sources, out, "--strict-mix")[1:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--strict-mix" in err[0] and "bn:" in err[0], err
+    assert not out.exists()
 
 
 def test_a_build_that_keeps_its_promises_warns_of_nothing(sample_dir, tmp_path, capsys):

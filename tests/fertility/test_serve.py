@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -144,7 +146,7 @@ def test_a_host_that_is_not_loopback_is_refused(client, host):
 
 
 @pytest.mark.parametrize("body, words", [
-    (b"[" * 200_000, "nests deeper"),
+    (b"[" * 200_000, "nests too deep"),
     (b'{"texts": {"en": "' + b"[" * 200_000 + b'"}, "tokenizers": ["gpt2"]}', None),  # brackets in a string: text
     (b'{"texts": {"en": "say \\"' + b"[" * 100 + b'\\" and \\\\"}, "tokenizers": ["gpt2"]}', None),
     (b'{"texts": {"en": "x', "expected a JSON body"),
@@ -402,6 +404,11 @@ def test_another_host_than_loopback_warns():
 
 @pytest.mark.slow
 def test_the_host_check_holds_on_ipv6_loopback(interrupt):
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError as e:
+        pytest.skip(f"this machine has no IPv6 loopback ({e.strerror})")
     proc, url = start("--host", "::1")
     assert url.startswith("http://[::1]:")
 
@@ -418,20 +425,24 @@ def test_a_stop_during_a_long_request_prints_only_the_stop_line(interrupt, tmp_p
     """Ctrl-C while a request's measuring runs past the grace period (held by fertility.faults): the client
     gets a 503 that says why, the terminal one stop line (no uvicorn CancelledError traceback)."""
     started = tmp_path / "measuring"
+    os.mkfifo(started)
+    # Held open for reading and writing, so that the hook's open never waits and our read never sees an end.
+    fifo = os.open(started, os.O_RDWR | os.O_NONBLOCK)
     proc, url = start(**{BLOCK_ENV: str(started)})
     answer = {}
     client = threading.Thread(target=lambda: answer.update(r=httpx.post(
         url + "api/explore", json={"texts": {"en": "long"}, "tokenizers": ["gpt2"]}, timeout=120)))
     client.start()
 
-    def measuring() -> None:  # synchronise on the file the blocked measuring writes, never on time
-        while not started.exists():
+    def measuring() -> None:  # wait on the FIFO the blocked measuring writes to: the event, never on time
+        while not select.select([fifo], [], [], 1.0)[0]:  # each second, also check that both still live
             assert proc.poll() is None and client.is_alive(), (proc.poll(), answer)
-            os.sched_yield()
+        assert os.read(fifo, 64).strip().isdigit()
 
     try:
         interrupt(proc, signal.SIGINT, ready=measuring, timeout=120)
     finally:
         client.join(timeout=120)
+        os.close(fifo)
     r = answer["r"]
     assert r.status_code == 503 and "stopping" in r.json()["error"], r.text

@@ -210,8 +210,11 @@ def test_a_hub_dataset_offline_fails_at_once_in_one_line(monkeypatch):
     def not_called(*args, **kwargs):
         pytest.fail("datasets.load_dataset was called")
 
+    import urllib.request
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(urllib.request, "getproxies", dict)  # no proxy: the direct check applies
     monkeypatch.setattr(socket, "create_connection", unreachable)
     monkeypatch.setattr(datasets, "load_dataset", not_called)
     with pytest.raises(TextError) as e:
@@ -223,3 +226,7 @@ def test_a_hub_dataset_offline_fails_at_once_in_one_line(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("network checked offline"))
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: checked.append(a) or iter([{"text": "আমি"}]))
     assert [d.text for d in iter_documents("hf:some/dataset")] == ["আমি"] and checked
+    # Behind a proxy a direct connection proves nothing: datasets (which uses the proxy) is left to try.
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: {"https": "http://proxy.invalid:3128"})
+    assert [d.text for d in iter_documents("hf:other/dataset")] == ["আমি"] and len(checked) == 2
