@@ -24,6 +24,15 @@ PROG = "fertility"
 DEFAULT_DETAIL_EVERY = 64
 
 
+def add_parallel_arguments(p: argparse.ArgumentParser, *, parallel_help: str, flores_help: str) -> None:
+    """``--parallel LANG=PATH`` (repeated), ``--flores DIR`` and ``--flores-split``: the parallel text of every
+    command that takes one, read by :func:`fertility.premium.parallel_sources`."""
+    p.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
+                   help=parallel_help)
+    p.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder, help=flores_help)
+    p.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = clihelp.parser(PROG, "How tokenizers treat each script and language.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -34,13 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
     rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
                      help="labelled text: LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
-    rep.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
-                     help="line-aligned parallel text, one file per language (for the premium); "
-                          "without --text, the parallel files are also the text measured per language")
-    rep.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder,
-                     help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as parallel text, "
-                          "premiums against eng_Latn unless --reference names another FLORES code")
-    rep.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+    add_parallel_arguments(rep, parallel_help="line-aligned parallel text, one file per language (for the premium); "
+                                              "without --text, the parallel files are also the text measured per language",
+                           flores_help="a local FLORES-200 folder (DIR/devtest/LANG.devtest): every language as "
+                                       "parallel text, premiums against eng_Latn unless --reference names another "
+                                       "FLORES code")
     rep.add_argument("--reference", default=None, type=clihelp.label,
                      help="the parallel language premiums are measured against (default en; eng_Latn with --flores)")
     rep.add_argument("--max-chars", type=clihelp.positive_int, default=None,

@@ -21,7 +21,8 @@ from common import cli as clihelp
 from common import paths
 from common.errors import InputError
 from fertility import parse_text_arg
-from fertility.premium import FLORES_SPLITS, parallel_sources  # read as `fertility report` reads them
+from fertility.cli import add_parallel_arguments
+from fertility.premium import parallel_sources  # read as `fertility report` reads them
 from tokenizers_train.backends import (
     BACKENDS,
     MAX_VOCAB_SIZE,
@@ -108,13 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     goal.add_argument("--target", default=None, metavar="LANG=CPT,...", type=paths.text, help="chars/token floor per language")
     goal.add_argument("--parity", default=None, metavar="LANG", type=clihelp.label,
                       help="every language within --tolerance of LANG")
-    p.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
-                   help="line-aligned parallel dev text for a language (repeat, one per --text language): balance "
-                        "and --parity are then judged on its premiums, for any number of languages")
-    p.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder,
-                   help="a FLORES-200 folder (DIR/devtest/LANG.devtest) as the parallel dev set; label --text with "
-                        "its codes (ben_Beng=..., eng_Latn=...)")
-    p.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+    add_parallel_arguments(p, parallel_help="line-aligned parallel dev text for a language (repeat, one per --text "
+                                            "language): balance and --parity are then judged on its premiums, for "
+                                            "any number of languages",
+                           flores_help="a FLORES-200 folder (DIR/devtest/LANG.devtest) as the parallel dev set; "
+                                       "label --text with its codes (ben_Beng=..., eng_Latn=...)")
     p.add_argument("--tolerance", type=clihelp.at_least(1), default=1.05,
                    help="parity and balance: largest allowed ratio of chars/token (default 1.05)")
     p.add_argument("--max-rounds", type=clihelp.positive_int, default=4, help="full training rounds at most (default 4)")

@@ -327,7 +327,8 @@ def _resume_key(config: TrainingRun) -> dict:
         key.pop(name)
     key["train"].pop("show_progress")
     files = []
-    for t in config.texts:
+    # The parallel dev set too: a dev file changed at the same path would resume rounds measured on the old one.
+    for t in [*config.texts, *(config.parallel or {}).values()]:
         path = Path(t.spec)
         stat = path.stat() if path.is_file() else None
         files.append([t.spec, stat.st_size if stat else None, stat.st_mtime_ns if stat else None])

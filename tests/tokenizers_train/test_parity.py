@@ -90,3 +90,22 @@ def test_a_bad_dev_set_option_is_one_line_and_exit_2(seven, tmp_path, capsys, ex
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_changed_dev_file_is_another_run_to_resume(tmp_path):
+    """Rounds measured on a dev set are not resumed once its file changed at the same path (the resume key held
+    only the --text files' sizes and times)."""
+    import os
+
+    from fertility.text import TextSource
+    from tokenizers_train.run import TrainingRun, _resume_key
+
+    text, dev = tmp_path / "bn.txt", tmp_path / "bn.dev"
+    text.write_text("আমি\n", encoding="utf-8")
+    dev.write_text("আমি\n", encoding="utf-8")
+    config = TrainingRun(texts=[TextSource("bn", str(text))], out=tmp_path / "tok",
+                         parallel={"bn": TextSource("bn", str(dev))})
+    before = _resume_key(config)
+    dev.write_text("তুমি আর আমি\n", encoding="utf-8")
+    os.utime(dev, ns=(1, 1))
+    assert _resume_key(config) != before

@@ -200,10 +200,12 @@ def test_a_flat_language_is_not_fed_the_sample_and_the_others_are_balanced():
 
 
 def test_best_round_keeps_a_met_round_else_the_fairest_never_a_probe():
-    r = [_round(1, {"a": 0.5, "b": 0.5}, {"a": 5.0, "b": 4.0}, True),
+    # The probe is the fairest and even met: a best_round that looked at probes would keep it.
+    r = [_round(1, {"a": 0.5, "b": 0.5}, {"a": 4.0, "b": 4.0}, True),
          _round(2, {"a": 0.4, "b": 0.6}, {"a": 4.4, "b": 4.0}, False),
          _round(3, {"a": 0.2, "b": 0.8}, {"a": 3.0, "b": 4.6}, False),
          _round(4, {"a": 0.3, "b": 0.7}, {"a": 4.0, "b": 4.3}, False)]
+    r[0].met = True
     assert targeting.best_round(r) is r[3]  # premium 1.075, against 1.10 and 1.53
     r[1].met = True
     assert targeting.best_round(r) is r[1]
