@@ -87,13 +87,27 @@ PARALLEL = {
 REFERENCES = ["gemma3", "o200k_base", "llama3", "qwen2.5", "gemma"]
 
 
-def sources(data: Path, langs: list[str]) -> list[str]:
-    """``LANG=PATH`` for every training source found under ``data``; a language with none is an error."""
+# FLORES codes of the shared data's multi/ folders, for --every-source.
+CODES = {"bn": "ben_Beng", "hi": "hin_Deva", "ta": "tam_Taml", "te": "tel_Telu", "ml": "mal_Mlym", "ur": "urd_Arab",
+         "en": "eng_Latn"}
+
+
+def every_source(data: Path, lang: str) -> list[Path]:
+    """Every shared source of ``lang``: its own folder (``bn/``, ``en/``: the everyday text too) and every
+    ``multi/*/CODE`` file but XQuAD's (held out, the parallel text below)."""
+    own = sorted((data / lang).glob("*.txt.gz"))
+    return own + [p for p in sorted(data.glob(f"multi/*/{CODES[lang]}.txt.gz")) if p.parent.name != "xquad"]
+
+
+def sources(data: Path, langs: list[str], every: bool = False) -> list[str]:
+    """``LANG=PATH`` for every training source found under ``data`` (the table above, or with ``every``
+    :func:`every_source`); a language with none is an error."""
     specs = []
     for lang in langs:
         if lang not in SOURCES:
             raise SystemExit(f"bench_multiscript: unknown language {lang!r}; expected some of {', '.join(SOURCES)}")
-        found = [data / f"{rel}.txt.gz" for rel in SOURCES[lang] if (data / f"{rel}.txt.gz").is_file()]
+        found = (every_source(data, lang) if every else
+                 [data / f"{rel}.txt.gz" for rel in SOURCES[lang] if (data / f"{rel}.txt.gz").is_file()])
         if not found:
             raise SystemExit(f"bench_multiscript: no {lang} source under {data} (expected {SOURCES[lang][0]}.txt.gz)")
         specs += [f"{lang}={path}" for path in found]
@@ -231,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--vocab-size", type=positive_int, default=16000)
     p.add_argument("--max-chars-per-source", type=int, default=300_000, help="0: every character")
+    p.add_argument("--every-source", action="store_true",
+                   help="every shared source of each language (the everyday text included), not the table's subset")
     p.add_argument("--data", type=Path, default=SHARED / "data")
     p.add_argument("--tokenizer-dir", type=Path, default=SHARED / "tokenizers")
     p.add_argument("--langs", default=",".join(SOURCES), help="comma-separated, from " + ",".join(SOURCES))
@@ -248,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.keep:
         check_output_dir(args.keep)
     max_chars = args.max_chars_per_source or None
-    specs = sources(args.data, langs)
+    specs = sources(args.data, langs, every=args.every_source)
     parallel = {}
     for lang, (xx, en) in PARALLEL.items():
         if lang in langs and "en" in langs and (args.data / f"{xx}.txt.gz").is_file():

@@ -36,3 +36,14 @@ def test_every_peer_is_measured_on_the_same_held_out_text(sample_dir, shipped_to
     printed = capsys.readouterr().out
     assert all(name in printed for name in results) and "peak MiB" in printed.splitlines()[0]
     assert results["o200k_base"]["seconds"] is None and "peak_rss_mib" not in results["o200k_base"]
+
+
+def test_every_source_takes_a_languages_folder_and_its_multi_files_but_xquad(tmp_path):
+    for rel in ("bn/blog.txt.gz", "bn/comments.txt.gz", "multi/dakshina-wiki/ben_Beng.txt.gz",
+                "multi/xquad/ben_Beng.txt.gz", "multi/sipc-wiki/hin_Deva.txt.gz", "en/wiki.txt.gz"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    found = bench_multiscript.sources(tmp_path, ["bn", "hi"], every=True)
+    assert found == [f"bn={tmp_path / 'bn/blog.txt.gz'}", f"bn={tmp_path / 'bn/comments.txt.gz'}",
+                     f"bn={tmp_path / 'multi/dakshina-wiki/ben_Beng.txt.gz'}",
+                     f"hi={tmp_path / 'multi/sipc-wiki/hin_Deva.txt.gz'}"]
