@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from common import cli as clihelp
@@ -12,7 +13,7 @@ from common import paths
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, plan_only
 from corpus.dedup import DedupConfig
-from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig
+from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig, StageError
 from corpus.filters import CleanConfig, options
 from corpus.ingest import IngestConfig
 from corpus.measure import corpus_tables
@@ -277,7 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    return args.func(args)
+    try:
+        return args.func(args)
+    except StageError as e:  # tasks that failed or were cancelled: their logs keep the detail, a rerun retries
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
 
 
 def main(argv: list[str] | None = None) -> int:

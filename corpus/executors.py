@@ -191,7 +191,9 @@ RAY_START_ATTEMPTS = 4
 def _start_local_ray(ray, workers: int) -> None:
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
         try:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            # address="local": a new instance even where RAY_ADDRESS or a `ray start` on this machine names a
+            # cluster, which ray.init() would join instead (and then refuse num_cpus); --ray-address joins one.
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
             return
         except Exception as e:  # Ray raises a bare Exception for this
             if "timed out during startup" not in str(e) or attempt == RAY_START_ATTEMPTS:
@@ -245,7 +247,21 @@ class _Ray(RayPipelineExecutor):
 
 
 class _Slurm(SlurmPipelineExecutor):
-    """datatrove's Slurm executor, for the same reason as :class:`_Local` (a task unpickles it on its node)."""
+    """datatrove's Slurm executor, for the same reason as :class:`_Local` (a task unpickles it on its node). It
+    keeps the id of the job datatrove submits after the array to merge the tasks' statistics (``merge_job_id``,
+    ``--dependency=afterok`` on the array), which the build waits for: a merge still running when the build
+    has finished would write into the work folder the build has removed."""
+
+    merge_job_id: str | None = None
+
+    def launch_merge_stats(self) -> None:
+        retrieve, ids = self.job_id_retriever, []
+        self.job_id_retriever = lambda output: ids.append(retrieve(output)) or ids[-1]
+        try:
+            super().launch_merge_stats()
+        finally:
+            self.job_id_retriever = retrieve
+        self.merge_job_id = ids[0]
 
 
 def _slurm_executor(config: SlurmConfig, pipeline: list, tasks: int, logging_dir: str) -> _Slurm:
@@ -264,13 +280,31 @@ def _in_queue(job_id: str) -> bool:
     return listed.returncode == 0 and bool(listed.stdout.strip())
 
 
+def _cancelled(job_id: str) -> bool:
+    """Whether Slurm reports a task of the job (array) as cancelled (``scancel``, or an administrator). Slurm
+    keeps a finished job's record for its ``MinJobAge`` (300 s by default), which ``squeue -t all`` shows; a
+    record already gone says nothing either way."""
+    listed = subprocess.run(["squeue", "-h", "-j", str(job_id), "-t", "all", "-o", "%T"], capture_output=True,
+                            text=True)
+    return listed.returncode == 0 and "CANCELLED" in listed.stdout.split()
+
+
 def _wait_for_slurm(executor: _Slurm, poll_s: float) -> None:
     """Until every task of the stage is complete, or its job array has left the queue with tasks undone
-    (the caller then reports them). A task marks itself complete before it exits, so once the array is out
-    of the queue, the markers there are all there will be."""
+    (the caller then reports them), and then until the statistics merge has left the queue. A task marks
+    itself complete before it exits, so once the array is out of the queue, the markers there are all there
+    will be. With tasks undone the merge can never start (``afterok``), and Slurm would keep it pending for
+    ever: it is cancelled."""
     while executor.get_incomplete_ranks(skip_completed=True):
         if executor.job_id in (None, -1) or not _in_queue(executor.job_id):
-            return
+            break
+        time.sleep(poll_s)
+    merge = executor.merge_job_id
+    if merge is None:
+        return
+    if executor.get_incomplete_ranks(skip_completed=True):
+        subprocess.run(["scancel", str(merge)], capture_output=True)
+    while _in_queue(merge):
         time.sleep(poll_s)
 
 
@@ -291,6 +325,10 @@ def run_pipeline(config: ExecutorConfig, pipeline: list, tasks: int, logging_dir
         executor = _Local(pipeline, tasks=tasks, workers=workers, logging_dir=logging_dir, start_method="spawn")
         executor.run()
     incomplete = executor.get_incomplete_ranks(skip_completed=True)
+    if incomplete and config.kind == "slurm" and executor.job_id not in (None, -1) and _cancelled(executor.job_id):
+        raise StageError(f"stage {os.path.basename(logging_dir.rstrip('/'))}: Slurm job {executor.job_id} was "
+                         f"scancelled with {len(incomplete)} of {tasks} tasks undone; rerun the same command to run "
+                         f"them")
     if incomplete:
         raise StageError(f"{len(incomplete)} of {tasks} tasks failed (see {logging_dir}/logs); rerun the same "
                            f"command to retry them")

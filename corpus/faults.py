@@ -4,7 +4,8 @@ for a signal, at a chosen task.
 * ``CORPUS_FAULT=STAGE:INDEX`` kills the whole process group (the build and every worker it started) when
   ``kill_or_pause_if_asked(STAGE, INDEX)`` is reached.
 * ``CORPUS_PAUSE=STAGE:INDEX:FILE`` writes this process's pid to FILE there and then waits for a signal: a
-  test synchronises on FILE, then signals the build or kills it, knowing where it stands.
+  test synchronises on FILE, then signals the build or kills it (or the task's node), knowing where it stands.
+  Once: where FILE exists, the task goes on, so a task retried after its node died, or rerun, completes.
 
 Off (two dictionary lookups) unless a variable is set.
 """
@@ -27,6 +28,8 @@ def kill_or_pause_if_asked(stage: str, index: int) -> None:
     pause = os.environ.get(PAUSE_ENV, "")
     if pause.startswith(here + ":"):
         path = pause[len(here) + 1:]
+        if os.path.exists(path):  # paused here once already
+            return
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             f.write(f"{os.getpid()}\n")
         os.replace(path + ".tmp", path)  # the test reads a whole pid or nothing

@@ -4,7 +4,6 @@ the job array here); a FineWeb-2-schema parquet file set as a source, offline.""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import threading
@@ -15,51 +14,17 @@ import pytest
 
 from corpus.build import BuildConfig, build
 from corpus.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
-from corpus.ingest import IngestConfig
 from corpus.sources import parse_source
-from fertility.text import iter_documents, parse_text_arg
-
-
-def _sha256(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-def _fineweb2_parquet(sample_dir: Path, folder: Path) -> None:
-    """Two parquet files in FineWeb-2's schema, from the sample's Bangla text; every third row scores low."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    texts = [d.text for d in iter_documents(parse_text_arg(f"bn={sample_dir}/bn/poems-pd-banglakosh.txt.gz"),
-                                            max_chars=60_000)]
-    folder.mkdir()
-    for part, rows in enumerate((texts[: len(texts) // 2], texts[len(texts) // 2:])):
-        n = len(rows)
-        pq.write_table(pa.table({
-            "text": rows, "id": [f"<urn:uuid:{part}-{i}>" for i in range(n)], "dump": ["CC-MAIN-2024-10"] * n,
-            "url": [f"https://example.org/{part}/{i}" for i in range(n)], "date": ["2024-02-20T00:00:00Z"] * n,
-            "file_path": ["s3://commoncrawl/x.warc.gz"] * n, "language": ["ben"] * n,
-            "language_score": [0.5 if i % 3 == 0 else 0.99 for i in range(n)], "language_script": ["Beng"] * n,
-            "minhash_cluster_size": [1] * n, "top_langs": ['{"ben_Beng_score": 0.99}'] * n,
-        }), folder / f"{part:03d}_00000.parquet")
 
 
 @pytest.fixture(scope="module")
-def config(sample_dir, tmp_path_factory) -> BuildConfig:
-    parquet = tmp_path_factory.mktemp("fineweb2") / "ben_Beng"
-    _fineweb2_parquet(sample_dir, parquet)
-    ingest = IngestConfig(tokenizer="gpt2", unit_docs=50, max_chars=None, min_language_score=0.872)
-    return BuildConfig(sources=[f"bn={parquet}/*.parquet", f"en={sample_dir}/en/wiki-en-chinapedia.txt.gz"],
-                       tokens=30_000, mix={"bn": 0.6, "en": 0.4}, seed=5, val_tokens=2_000, shard_tokens=4_000,
-                       ingest=ingest)
+def config(small_build) -> BuildConfig:
+    return small_build.config
 
 
 @pytest.fixture(scope="module")
-def local_one(config, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("local1")
-    status = tmp_path_factory.mktemp("status") / "status.json"
-    build(config, out, executor=ExecutorConfig(workers=1, tasks=1, progress=False, status_file=str(status)))
-    (out.parent / "status.json").write_bytes(status.read_bytes())
-    return out
+def local_one(small_build) -> Path:
+    return small_build.local
 
 
 def test_status_file_shows_every_stage_done(local_one):
@@ -89,18 +54,18 @@ def test_fineweb2_parquet_source_filters_by_language_score(local_one):
 
 
 @pytest.mark.slow
-def test_local_two_tasks_equals_one(config, local_one, tmp_path):
+def test_local_two_tasks_equals_one(config, small_build, tmp_path):
     build(config, tmp_path, executor=ExecutorConfig(workers=2, tasks=2, progress=False))
-    assert _sha256(tmp_path) == _sha256(local_one)
+    assert small_build.same_as_local(tmp_path)
 
 
 @pytest.mark.slow
-def test_ray_equals_local(config, local_one, tmp_path):
+def test_ray_equals_local(config, small_build, tmp_path):
     ray = pytest.importorskip("ray")
     # No --ray-address: the build starts a local Ray instance with --workers (2) CPUs and stops it.
     build(config, tmp_path, executor=ExecutorConfig(kind="ray", workers=2, tasks=2, progress=False))
     assert not ray.is_initialized()
-    assert _sha256(tmp_path) == _sha256(local_one)
+    assert small_build.same_as_local(tmp_path)
 
 
 FAKE_SBATCH = """#!{python}
@@ -144,7 +109,7 @@ def fake_slurm(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.mark.slow
-def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, local_one, fake_slurm, tmp_path):
+def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, small_build, fake_slurm, tmp_path):
     slurm = ExecutorConfig(kind="slurm", tasks=2, progress=False,
                            slurm=SlurmConfig(partition="cpu", sbatch_args={"account": "proj"}, poll_s=0.01))
     (fake_slurm / "cancel").touch()  # the job array leaves the queue with no task done
@@ -152,7 +117,7 @@ def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, local_one, fa
         build(config, tmp_path / "out", executor=slurm)
     (fake_slurm / "cancel").unlink()
     build(config, tmp_path / "out", executor=slurm)  # the same command again: the tasks run this time
-    assert _sha256(tmp_path / "out") == _sha256(local_one)
+    assert small_build.same_as_local(tmp_path / "out")
     scripts = [p.read_text() for p in sorted((fake_slurm / "submitted").iterdir())]
     arrays = [s for s in scripts if "launch_pickled_pipeline" in s]
     assert len(arrays) == 2 and all("#SBATCH --array=0-1" in s for s in arrays)
@@ -167,7 +132,7 @@ def test_waiting_for_a_slurm_stage(monkeypatch, queued, done_after, sleeps):
     import corpus.executors as ex
 
     class Stage:
-        job_id, looked = "4242", 0
+        job_id, merge_job_id, looked = "4242", None, 0
 
         def get_incomplete_ranks(self, skip_completed):
             self.looked += 1
@@ -204,13 +169,13 @@ def test_unreadable_file_sets_fail_before_any_work(tmp_path, capsys):
     assert not out.exists() and not list(tmp_path.glob(".out*"))  # nothing made, not even the staging folder
 
 
-def test_work_folder_on_an_fsspec_filesystem(config, local_one, tmp_path):
+def test_work_folder_on_an_fsspec_filesystem(config, small_build, tmp_path):
     import fsspec
 
     # memory:// stands in for s3:// or gs:// (it lives in this process, so one in-process task).
     build(config, tmp_path, executor=ExecutorConfig(workers=1, tasks=1, progress=False),
           work_dir="memory://corpus-work")
-    assert _sha256(tmp_path) == _sha256(local_one)
+    assert small_build.same_as_local(tmp_path)
     assert not fsspec.filesystem("memory").exists("/corpus-work")
 
 

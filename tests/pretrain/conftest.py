@@ -110,6 +110,20 @@ def micro() -> type[Micro]:
     return Micro
 
 
+ONE_PROCESS_STEPS = 8
+
+
+@pytest.fixture(scope="session")
+def one_process(micro, synthetic_shards, tmp_path_factory) -> Path:
+    """A micro run of 8 steps in one process, checkpoints at steps 4 and 8: what runs of several processes, hosts
+    or Slurm nodes at the same global batch are compared with (tests that write into it copy it first)."""
+    from pretrain.cli import main
+
+    run = tmp_path_factory.mktemp("one") / "run"
+    assert main(micro.args(synthetic_shards, run, ONE_PROCESS_STEPS, "--set", "train.checkpoint_interval=4")) == 0
+    return run
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread for a module: on a shared 2-core machine two threads contend and run many times slower."""

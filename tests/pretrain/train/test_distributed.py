@@ -10,19 +10,11 @@ from pathlib import Path
 import pytest
 
 from common.fileio import read_jsonl
-from pretrain.cli import main
 from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 8
-
-
-@pytest.fixture(scope="module")
-def one_process(micro, synthetic_shards, tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("one") / "run"
-    assert main(micro.args(synthetic_shards, run, STEPS)) == 0
-    return run
+STEPS = 8  # what the `one_process` run trains
 
 
 @pytest.mark.slow
