@@ -278,3 +278,41 @@ def busy_rename(monkeypatch):
         monkeypatch.setattr(Path, "rename", rename)
 
     return make
+
+
+# --- a real Slurm on this machine (scripts/slurm-local.sh), for the tests of the Slurm executor and launch -------
+
+class SlurmCluster:
+    """A Slurm cluster of two nodes (n1, n2) on this host, partition ``partition``; ``env`` points the Slurm
+    commands at it (``SLURM_CONF``)."""
+
+    partition = "local"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.conf = folder / "slurm.conf"
+        self.env = {"SLURM_CONF": str(self.conf)}
+
+    def squeue(self, *args: str) -> str:
+        import subprocess
+
+        return subprocess.run(["squeue", "-h", *args], env=os.environ | self.env, capture_output=True, text=True,
+                              check=True).stdout
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """``scripts/slurm-local.sh up`` once for the session (installing Slurm with apt-get where it is missing, as
+    root on Debian), ``down`` at its end. Skipped with the script's reason where Slurm cannot run here."""
+    import subprocess
+
+    script = ROOT / "scripts" / "slurm-local.sh"
+    folder = tmp_path_factory.mktemp("slurm") / "cluster"
+    up = subprocess.run(["bash", str(script), "up", str(folder)], capture_output=True, text=True, timeout=1200)
+    if up.returncode == 3:
+        pytest.skip(up.stderr.strip())
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield SlurmCluster(folder)
+    finally:
+        subprocess.run(["bash", str(script), "down", str(folder)], capture_output=True, timeout=300)
