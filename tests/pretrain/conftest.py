@@ -92,6 +92,23 @@ def micro_config(data: Path, out: Path, *overrides: str):
                                  *overrides])
 
 
+def assert_same_run(run: Path, reference: Path, steps: int) -> None:
+    """``run`` trained ``steps`` steps with the same loss, gradient norm and learning rate at every step as
+    ``reference``, bit for bit, and ends with the same weights (runs of 2 DDP processes at the reference's
+    global batch: the tests of several hosts say why that is exact)."""
+    from pretrain.eval.plots import trajectory
+    from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    a, b = trajectory(reference), trajectory(run)
+    assert [r["step"] for r in b] == list(range(1, steps + 1))
+    for key in ("loss", "grad_norm", "lr"):
+        assert [r[key] for r in b] == [r[key] for r in a], key
+    mine, theirs = load_checkpoint(latest_checkpoint(run)), load_checkpoint(latest_checkpoint(reference))
+    assert mine["model"].keys() == theirs["model"].keys()
+    for name, tensor in theirs["model"].items():
+        assert mine["model"][name].equal(tensor), name
+
+
 class Micro:
     """Helpers handed to tests (with --import-mode=importlib a test module cannot import conftest)."""
 
@@ -103,6 +120,7 @@ class Micro:
     config = staticmethod(micro_config)
     write_synthetic = staticmethod(write_synthetic_shards)
     write_real = staticmethod(write_shard_set)
+    assert_same_run = staticmethod(assert_same_run)
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ import pytest
 
 from common.fileio import read_jsonl
 from pretrain.cli import main
-from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,17 +73,6 @@ def run_agents(launch_args: list[str], log_dir: Path) -> None:
     assert codes == [0, 0], (codes, (log_dir / "agent0.log").read_text()[-3000:])
 
 
-def assert_same_run(run: Path, reference: Path) -> None:
-    a, b = trajectory(reference), trajectory(run)
-    assert [r["step"] for r in b] == list(range(1, STEPS + 1))
-    for key in ("loss", "grad_norm", "lr"):
-        assert [r[key] for r in b] == [r[key] for r in a], key
-    mine, theirs = load_checkpoint(latest_checkpoint(run)), load_checkpoint(latest_checkpoint(reference))
-    assert mine["model"].keys() == theirs["model"].keys()
-    for name, tensor in theirs["model"].items():
-        assert mine["model"][name].equal(tensor), name
-
-
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid``."""
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -96,7 +84,7 @@ def test_two_nodes_equal_one_process(micro, synthetic_shards, one_process, tmp_p
     run_agents(micro.args(synthetic_shards, run, STEPS, *ARGS), tmp_path)
     assert len(read_jsonl(run / "metrics.jsonl")) == STEPS  # only rank 0 writes
     assert load_checkpoint(latest_checkpoint(run))["world_size"] == 2
-    assert_same_run(run, one_process)
+    micro.assert_same_run(run, one_process, STEPS)
 
 
 @pytest.mark.slow
@@ -108,7 +96,7 @@ def test_a_one_process_checkpoint_resumes_on_two_nodes(micro, synthetic_shards, 
     run_agents(micro.args(synthetic_shards, run, STEPS, *ARGS, "--resume-from", str(step4)), tmp_path)
     assert [r["gen"] for r in read_jsonl(run / "metrics.jsonl")][-1] == 2  # steps 5-8 trained again, on 2 nodes
     assert load_checkpoint(latest_checkpoint(run))["world_size"] == 2
-    assert_same_run(run, one_process)
+    micro.assert_same_run(run, one_process, STEPS)
 
 
 @pytest.mark.slow
@@ -136,4 +124,4 @@ def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process(micro, synthe
 
     assert main([*launch, "--resume"]) == 0  # on one process
     assert [r["gen"] for r in read_jsonl(run / "metrics.jsonl")] == [1] * 4 + [2] * 4
-    assert_same_run(run, one_process)
+    micro.assert_same_run(run, one_process, STEPS)
