@@ -299,6 +299,19 @@ class SlurmCluster:
         return subprocess.run(["squeue", "-h", *args], env=os.environ | self.env, capture_output=True, text=True,
                               check=True).stdout
 
+    def wait_job(self, job_id: str, timeout: float) -> str:
+        """The state a job ends in (COMPLETED, FAILED, ...), polled from Slurm's record of it; ``sbatch --wait``
+        would answer up to 32 s late. A job still queued or running after ``timeout`` fails the test."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.squeue("-j", job_id, "-t", "all", "-o", "%T").strip()
+            if state not in ("", "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
+                return state
+            assert time.monotonic() < deadline, f"Slurm job {job_id} is still {state or 'unknown'} after {timeout} s"
+            time.sleep(0.2)
+
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):

@@ -44,8 +44,8 @@ def test_a_three_node_cluster_runs_the_build_across_nodes_and_survives_a_killed_
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     proc = None
     try:
-        workers = {node.node_id: node for node in (cluster.add_node(num_cpus=1) for _ in range(2))}
-        cluster.wait_for_nodes()
+        workers = {node.node_id: node for node in (cluster.add_node(num_cpus=1, wait=False) for _ in range(2))}
+        cluster.wait_for_nodes()  # both started at once
         monkeypatch.delenv(PAUSE_ENV)
         argv = [sys.executable, "-m", "corpus", "build", *small_build.args, "--executor", "ray", "--ray-address",
                 cluster.address, "--tasks", "2", "--workers", "2", "--no-progress", "--out", str(out)]

@@ -1,7 +1,7 @@
 """``corpus build --executor slurm`` on a real Slurm (``scripts/slurm-local.sh``: slurmctld and two slurmd on
 this host): datatrove's job array through the real ``sbatch``, the statistics merge after it
-(``--dependency=afterok``), ``squeue`` and ``scancel``. The shards are byte-identical to the local build's; a
-stage cancelled mid-run is one line, and the rerun runs only the task left undone."""
+(``--dependency=afterok``), ``squeue`` and ``scancel``. A stage cancelled mid-run is one line; the rerun runs
+only the task left undone, and the shards are byte-identical to the local build's."""
 
 from __future__ import annotations
 
@@ -32,23 +32,8 @@ def ingest_logs(work: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_build_on_slurm_equals_the_local_build(small_build, slurm_cluster, tmp_path):
-    out, work = tmp_path / "out", tmp_path / "work"
-    proc = subprocess.run(slurm_build(small_build, slurm_cluster, out, work), cwd=tmp_path,
-                          env=os.environ | slurm_cluster.env, capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert small_build.same_as_local(out)
-    logs = ingest_logs(work)
-    assert "#SBATCH --array=0-1" in (logs / "launch_script.slurm").read_text()
-    assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001"]
-    # Written by the merge job, which Slurm started only once the array had succeeded, and which the build
-    # waited for.
-    assert (logs / "stats.json").is_file()
-
-
-@pytest.mark.slow
-def test_a_scancelled_stage_is_one_line_and_the_rerun_does_only_what_is_undone(small_build, slurm_cluster,
-                                                                              tmp_path):
+def test_a_scancelled_stage_is_one_line_and_the_rerun_does_only_the_rest_and_equals_local(small_build, slurm_cluster,
+                                                                                           tmp_path):
     out, work, paused = tmp_path / "out", tmp_path / "work", tmp_path / "task1.pid"
     # Task 1 of the ingest writes its pid to `paused` and waits there (once: the rerun's task 1 goes on).
     env = os.environ | slurm_cluster.env | {PAUSE_ENV: f"ingest:1:{paused}"}
@@ -61,6 +46,7 @@ def test_a_scancelled_stage_is_one_line_and_the_rerun_does_only_what_is_undone(s
             while not (paused.exists() and done0.exists()):  # task 1 waits, task 0 has finished
                 assert proc.poll() is None and time.monotonic() < deadline, "the stage never got to task 1's pause"
                 time.sleep(0.05)
+            assert "#SBATCH --array=0-1" in (ingest_logs(work) / "launch_script.slurm").read_text()
             environ = Path(f"/proc/{paused.read_text().strip()}/environ").read_bytes().split(b"\0")
             job = next(v.split(b"=", 1)[1].decode() for v in environ if v.startswith(b"SLURM_ARRAY_JOB_ID="))
             subprocess.run(["scancel", job], env=env, check=True)
@@ -78,4 +64,8 @@ def test_a_scancelled_stage_is_one_line_and_the_rerun_does_only_what_is_undone(s
     logs = ingest_logs(work)
     assert json.loads((logs / "ranks_to_run.json").read_text()) == [1]  # only the cancelled task, again
     assert "#SBATCH --array=0-0" in (logs / "launch_script.slurm").read_text()
+    assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001"]
+    # Written by the merge job, which Slurm started only once the rerun's array had succeeded, and which the
+    # build waited for.
+    assert (logs / "stats.json").is_file()
     assert small_build.same_as_local(out)

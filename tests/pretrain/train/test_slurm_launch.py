@@ -29,12 +29,12 @@ def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process(micro, synthetic_s
     # The job gets this environment (sbatch exports it): torchrun of this interpreter's environment on PATH.
     env = os.environ | slurm_cluster.env | {"RDZV_PORT": str(port),
                                             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    argv = ["sbatch", "--wait", f"--partition={slurm_cluster.partition}", f"--output={log}",
+    argv = ["sbatch", "--parsable", f"--partition={slurm_cluster.partition}", f"--output={log}",
             str(ROOT / "scripts" / "slurm-pretrain.sbatch"),
             *micro.args(synthetic_shards, run, STEPS, "--set", "train.checkpoint_interval=4")]
-    # --wait: sbatch returns when the job has ended, with its exit code; the timeout fails a hung job.
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, (proc.stderr, log.read_text()[-3000:] if log.exists() else "")
+    job = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    state = slurm_cluster.wait_job(job, timeout=600)
+    assert state == "COMPLETED", (state, log.read_text()[-3000:] if log.exists() else "")
     assert len(read_jsonl(run / "metrics.jsonl")) == STEPS  # only rank 0 writes
     assert load_checkpoint(latest_checkpoint(run))["world_size"] == 2
     micro.assert_same_run(run, one_process, STEPS)
