@@ -1,7 +1,7 @@
 """``fertility serve``: the app's endpoints and limits, its figures against ``fertility report``, the page in a
 real headless Chromium, and the command's contract (bad input exit 2 before listening; SIGINT/SIGTERM one line).
 
-The browser test needs Chromium from the system's packages and Playwright, as tests/fertility/test_viewer.py
+The browser test needs Chromium from the system's packages and Playwright, as tests/fertility/present/test_viewer.py
 (skipped where either is absent); its screenshot goes to ``test-output/fertility-serve.png``.
 """
 
@@ -24,11 +24,11 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from fertility.cli import main
-from fertility.explorer import MAX_TEXT_BYTES, explore
-from fertility.faults import BLOCK_ENV
-from fertility.serve import App, Shelf, listen, url_of
+from fertility.present.explorer import MAX_TEXT_BYTES, explore
+from fertility.present.faults import BLOCK_ENV
+from fertility.present.serve import App, Shelf, listen, url_of
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OUTPUT = ROOT / "test-output"
 PLANTED = ['<script>window.planted = 1</script>', '<img src=x onerror="window.planted = 2">',
            "\" onmouseover='window.planted = 3' x=\""]
@@ -164,7 +164,7 @@ def test_odd_json_gets_a_message_and_no_traceback(client, body, words, capfd):
 
 
 def test_tokenizers_load_once(shipped_tokenizers, monkeypatch):
-    import fertility.serve as serve
+    import fertility.present.serve as serve
 
     loads = []
     real = serve.load_tokenizer
@@ -422,7 +422,7 @@ def test_the_host_check_holds_on_ipv6_loopback(interrupt):
 
 @pytest.mark.slow
 def test_a_stop_during_a_long_request_prints_only_the_stop_line(interrupt, tmp_path):
-    """Ctrl-C while a request's measuring runs past the grace period (held by fertility.faults): the client
+    """Ctrl-C while a request's measuring runs past the grace period (held by fertility.present.faults): the client
     gets a 503 that says why, the terminal one stop line (no uvicorn CancelledError traceback)."""
     started = tmp_path / "measuring"
     os.mkfifo(started)

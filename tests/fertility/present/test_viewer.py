@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import fertility
-from fertility.viewer import token_spans
+from fertility.present.viewer import token_spans
 
 PLANTED = "<script>window.planted = 1; alert('planted')</script> & <b>bold</b>"
-OUTPUT = Path(__file__).resolve().parents[2] / "test-output"
+OUTPUT = Path(__file__).resolve().parents[3] / "test-output"
 
 
 def test_spans_escape_text_and_mark_cuts(gpt2):

@@ -1,4 +1,4 @@
-"""The explorer (fertility.explorer, fertility.show): the same figures as ``fertility report`` on the same text,
+"""The explorer (fertility.present.explorer, fertility.show): the same figures as ``fertility report`` on the same text,
 the text read as a .txt file is, every piece of text escaped, the drawing capped, a parallel pair's premium."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import fertility
 from fertility.cli import main
-from fertility.explorer import (
+from fertility.present.explorer import (
     DRAWN_CHARS,
     MAX_TEXT_BYTES,
     TextTooLarge,
@@ -146,7 +146,7 @@ def test_size_limit_counts_utf8_bytes():
 
 def test_picker_measures_the_ticked_tokenizers(gpt2, o200k):
     pytest.importorskip("ipywidgets", reason="ipywidgets comes with the dev and notebooks extras")
-    from fertility.explorer import picker
+    from fertility.present.explorer import picker
 
     control = picker(BANGLA, [gpt2, o200k], chosen=[o200k], lang="bn")
     boxes, output = control.children[0].children, control.children[1]

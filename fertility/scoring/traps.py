@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from fertility.metrics import Metrics
+from fertility.scoring.metrics import Metrics
 
 LOW_FRACTION_OF_LATIN = 0.5
 MIN_CEILING = 2.5

@@ -1,8 +1,8 @@
-"""``fertility serve``: the explorer (fertility.explorer) as a local web app, Starlette served by uvicorn.
+"""``fertility serve``: the explorer (fertility.present.explorer) as a local web app, Starlette served by uvicorn.
 
 Paste text or drop a text file, tick tokenizers, and see each one's tokens as coloured spans beside the
 report's figures; or paste a sentence per line in two languages for the premium. The page is rendered by
-:meth:`fertility.explorer.Exploration.html`, the HTML ``fertility.show`` puts in a notebook.
+:meth:`fertility.present.explorer.Exploration.html`, the HTML ``fertility.show`` puts in a notebook.
 
 Limits and safety:
 
@@ -44,8 +44,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from common.errors import InputError
-from fertility import faults
-from fertility.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
+from fertility.present import faults
+from fertility.present.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
+from fertility.present.viewer import FONT_STACK
 from fertility.tokenizers import (
     Tokenizer,
     TokenizerLoadError,
@@ -54,7 +55,6 @@ from fertility.tokenizers import (
     load_tokenizer,
 )
 from fertility.tokenizers.base import WORKERS
-from fertility.viewer import FONT_STACK
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fertility.metrics import Metrics
+from fertility.scoring.metrics import Metrics
 
 
 @dataclass

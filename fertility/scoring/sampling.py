@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fertility.metrics import COUNT_FIELDS, Counts, Metrics
+from fertility.scoring.metrics import COUNT_FIELDS, Counts, Metrics
 from fertility.totals import Totals
 
 BLOCK_CHARS = 8192

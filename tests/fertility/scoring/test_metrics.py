@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import regex
 
-from fertility.metrics import count_tokens, prepare_batch
+from fertility.scoring.metrics import count_tokens, prepare_batch
 from fertility.scripts import SCRIPT_NAMES
 from fertility.tokenizers import Spans, Tokenizer
 

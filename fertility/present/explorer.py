@@ -6,7 +6,7 @@ The figures come from the report's own code, so they equal ``fertility report --
 text saved as a ``.txt`` file: the text is read as such a file is (one document per non-blank line,
 :func:`pasted_documents`), measured by :func:`fertility.analyze`, a parallel pair is aligned and its premium
 taken by :mod:`fertility.premium`, and the spans are :func:`fertility.segments.token_segments` drawn by
-:func:`fertility.viewer.token_spans`. Every piece of text in the HTML is escaped.
+:func:`fertility.present.viewer.token_spans`. Every piece of text in the HTML is escaped.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from common.cli import check_label
 from common.errors import InputError
-from fertility import viewer
 from fertility.analysis import Report, analyze
 from fertility.premium import ParallelMetrics, aligned, premium
-from fertility.report import COLUMNS, folded_scripts, metrics_row, verdict
+from fertility.present import viewer
+from fertility.present.report import COLUMNS, folded_scripts, metrics_row, verdict
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import Document, TextError
 from fertility.tokenizers import Tokenizer, load_tokenizer

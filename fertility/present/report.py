@@ -13,10 +13,10 @@ from pathlib import Path
 
 from common.fileio import atomic_write_text, write_json
 from common.outdir import check_output_dir, publish_dir, staging_dir
-from fertility import viewer
 from fertility.analysis import Report
-from fertility.metrics import COUNT_FIELDS, Metrics
-from fertility.traps import Trap
+from fertility.present import viewer
+from fertility.scoring.metrics import COUNT_FIELDS, Metrics
+from fertility.scoring.traps import Trap
 
 # (column header, attribute, format) of the per-language / per-script tables.
 COLUMNS = (
@@ -75,7 +75,7 @@ def terminal_table(report: Report) -> str:
     return "\n".join(lines)
 
 
-# Plain verdicts for the trap rules (fertility/traps.py), for the summary.
+# Plain verdicts for the trap rules (fertility/scoring/traps.py), for the summary.
 VERDICTS = {
     "low_chars_per_token": "few characters per token",
     "low_pretoken_ceiling": "the pre-tokenizer caps it",
@@ -262,7 +262,7 @@ def html_page(report: Report, figures: dict[str, bytes]) -> str:
 def write_report(report: Report, out_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write report.json, report.md and report.html into ``out_dir`` atomically; returns ``out_dir``. An
     existing report folder is replaced only with ``overwrite`` (the policy of ``common.outdir``)."""
-    from fertility.plots import all_figures
+    from fertility.present.plots import all_figures
 
     out = check_output_dir(out_dir, overwrite=overwrite)
     with staging_dir(out) as tmp:

@@ -15,7 +15,7 @@ import pytest
 import regex
 
 from fertility import graphemes
-from fertility.metrics import COUNT_FIELDS, N_SCRIPTS, count_tokens, prepare_batch
+from fertility.scoring.metrics import COUNT_FIELDS, N_SCRIPTS, count_tokens, prepare_batch
 from fertility.scripts import scripted_batch
 from fertility.text import iter_documents
 from fertility.tokenizers import HFTokenizer

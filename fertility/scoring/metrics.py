@@ -60,7 +60,7 @@ class Metrics:
     byte_fallback_tokens: float = 0.0
     vocab_types_used: int = 0
     # Share of the characters analysed in detail (1.0: exact); below 1, the half-widths of the approximate 95%
-    # intervals of the estimated rates (None: too few sampled blocks). See fertility.sampling.
+    # intervals of the estimated rates (None: too few sampled blocks). See fertility.scoring.sampling.
     sample_share: float = 1.0
     ci95: dict[str, float | None] = field(default_factory=dict)
 
