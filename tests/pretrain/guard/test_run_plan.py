@@ -45,7 +45,7 @@ def test_plan_numbers():
     assert (plan.micro_batch, plan.accumulation) == (16, 16)
     assert plan.hours == pytest.approx(3815 * 524288 / 200_000 / 3600)
     assert plan.checkpoint_bytes == 12 * plan.parameters and plan.disk_bytes == 4 * plan.checkpoint_bytes
-    assert plan.memory["total_bytes"] > plan.memory["weights_grads_adam_bytes"] == 16 * plan.parameters
+    assert plan.memory["total_bytes"] > plan.memory["weights_grads_optimizer_bytes"] == 16 * plan.parameters
     with pytest.raises(ValueError, match="max_steps or train.token_budget"):
         plan_run(apply_overrides(preset("tiny", GPT2_VOCAB), ["train.max_steps=0"]))
 
