@@ -134,3 +134,20 @@ def test_a_muon_checkpoint_is_smaller_by_one_buffer_of_the_blocks_matrices(micro
     blocks = parameter_counts(micro.config(synthetic_shards, tmp_path).model).block_matrices
     assert planned["adamw"] - planned["muon"] == 4 * blocks
     assert sizes["adamw"] - sizes["muon"] == pytest.approx(4 * blocks, rel=0.02)
+
+
+def test_fsdp_chosen_by_auto_is_refused_with_muon_before_the_model_is_built(micro, synthetic_shards, tmp_path,
+                                                                           capsys, monkeypatch):
+    """``train.fsdp=yes`` with Muon is refused with the config (tests/pretrain/test_contract.py); ``auto`` decides
+    on the device, where it picks FSDP2 when DDP's replica would not fit: here two processes that would not."""
+    from pretrain.train import distributed, trainer
+
+    monkeypatch.setattr(distributed, "setup", lambda device, dtype: distributed.Runtime(CPU, None, world_size=2))
+    monkeypatch.setattr(distributed, "use_fsdp", lambda fsdp, parameters, runtime: True)
+    monkeypatch.setattr(trainer, "Trainer", lambda *args, **kwargs: pytest.fail("the trainer was built"))
+    capsys.readouterr()
+    assert main(micro.args(synthetic_shards, tmp_path / "run", 4, "--optimizer", "muon")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("pretrain: error: train.fsdp=auto chose FSDP2 (DDP's full replica would not fit on this device), "
+                   "and optim.name=muon does not work with it: Muon orthogonalises whole matrices (Newton-Schulz) "
+                   "and FSDP2 shards them; train with train.fsdp=no (DDP), or optim.name=adamw")
