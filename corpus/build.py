@@ -2,23 +2,23 @@
 
 1. check (``corpus.check``): every check that needs no ingest, and what OUT holds -> :class:`~corpus.check.Checked`
 2. ingest (``corpus.ingest``, datatrove pipelines): read, canonical form and cleaning, the quality filters
-   (``corpus.filters``), tokenize, MinHash; then exact and near dedup -> :class:`~corpus.ingest.DocTable`
-   (after --append, less every document the shard set already holds: ``corpus.keys``)
-3. validation hold-out per language (``corpus.layout``) -> rows per language
-4. plan the training mixture in tokens (``corpus.plan``) -> :class:`~corpus.plan.Plan`, select and shuffle
+   (``corpus.quality.filters``), tokenize, MinHash; then exact and near dedup -> :class:`~corpus.ingest.DocTable`
+   (after --append, less every document the shard set already holds: ``corpus.shards.keys``)
+3. validation hold-out per language (``corpus.mixture.layout``) -> rows per language
+4. plan the training mixture in tokens (``corpus.mixture.plan``) -> :class:`~corpus.mixture.plan.Plan`, select and shuffle
    the training documents, and say where a language's validation set or share falls short (``--strict-mix``
    refuses then)
-   (2-4 are :func:`corpus.prepare.prepare` -> :class:`~corpus.prepare.Prepared`, what ``corpus plan`` shows)
-5. pack into shards (``corpus.layout``) -> :class:`~corpus.layout.Layout`
-6. write the shards (``corpus.pack``) -> their :class:`~corpus.shards.ShardInfo` records
-7. verify what was written (``corpus.verify``)
-8. the set's document keys (``corpus.keys``: what a later --append compares with) and the report
+   (2-4 are :func:`corpus.mixture.prepare.prepare` -> :class:`~corpus.mixture.prepare.Prepared`, what ``corpus plan`` shows)
+5. pack into shards (``corpus.mixture.layout``) -> :class:`~corpus.mixture.layout.Layout`
+6. write the shards (``corpus.pack``) -> their :class:`~corpus.shards.format.ShardInfo` records
+7. verify what was written (``corpus.shards.verify``)
+8. the set's document keys (``corpus.shards.keys``: what a later --append compares with) and the report
    (``corpus.report``: ``report.json``, ``report.md``, ``shares.png``)
-9. manifest (``corpus.shards``), last: it marks the build finished; then OUT is published in one rename.
+9. manifest (``corpus.shards.format``), last: it marks the build finished; then OUT is published in one rename.
 
 Everything after the ingest is a deterministic function of the kept documents (in canonical order) and the
 seed, so the shard layout is recomputed identically on every run, with any executor and number of tasks.
-The build works in a staging folder beside OUT (``corpus.staging``): shards are written there atomically and
+The build works in a staging folder beside OUT (``corpus.engine.staging``): shards are written there atomically and
 recorded in ``.pack.json`` as they finish, the manifest last; a rerun of the same command resumes it, and the
 result is byte-identical to an uninterrupted build. The finished folder becomes OUT by one rename, so OUT is
 either absent (or as it was) or complete.
@@ -36,17 +36,10 @@ import numpy as np
 from common.outdir import check_output_dir, publish_dir
 from corpus.check import Checked, check_inputs, check_out, check_work_dir
 from corpus.config import BuildConfig, BuildError
-from corpus.executors import ExecutorConfig
-from corpus.faults import kill_or_pause_if_asked
-from corpus.keys import load_keys, save_keys
-from corpus.layout import lay_out
-from corpus.pack import PACK_PROGRESS, write_layout
-from corpus.plan import PlanError
-from corpus.prepare import Prepared, prepare
-from corpus.progress import BuildStatus
-from corpus.report import report_input, write_report
-from corpus.shards import MANIFEST_NAME, Manifest, ShardInfo, dtype_for_vocab
-from corpus.staging import (
+from corpus.engine.executors import ExecutorConfig
+from corpus.engine.faults import kill_or_pause_if_asked
+from corpus.engine.progress import BuildStatus
+from corpus.engine.staging import (
     WORK_STATUS,
     claim_work,
     link_existing,
@@ -56,7 +49,14 @@ from corpus.staging import (
     staging_path,
     work_url,
 )
-from corpus.verify import check_written
+from corpus.mixture.layout import lay_out
+from corpus.mixture.plan import PlanError
+from corpus.mixture.prepare import Prepared, prepare
+from corpus.pack import PACK_PROGRESS, write_layout
+from corpus.report import report_input, write_report
+from corpus.shards.format import MANIFEST_NAME, Manifest, ShardInfo, dtype_for_vocab
+from corpus.shards.keys import load_keys, save_keys
+from corpus.shards.verify import check_written
 from fertility.text import TextSource, input_paths
 
 __all__ = ["BuildConfig", "BuildError", "build", "plan_only", "staging_path"]
@@ -76,8 +76,8 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     stages' files in its ``.work``, or in ``work_dir``, any fsspec URL), which a rerun of the same command
     resumes; the finished shard set replaces ``out_dir`` in one rename. A rerun of a finished build returns the
     manifest and ``None`` and does nothing. With ``strict_mix`` a language without validation documents, or
-    whose training share misses the plan (``corpus.plan.SHARE_TOLERANCE``), stops the build before any shard
-    is written (:class:`~corpus.plan.PlanError`; the ingest is kept for the rerun).
+    whose training share misses the plan (``corpus.mixture.plan.SHARE_TOLERANCE``), stops the build before any shard
+    is written (:class:`~corpus.mixture.plan.PlanError`; the ingest is kept for the rerun).
     """
     executor = executor or ExecutorConfig()
     out_dir = Path(out_dir)

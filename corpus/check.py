@@ -12,11 +12,11 @@ from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, is_ours
 from common.owned import check_claimable
 from corpus.config import BuildConfig, BuildError
-from corpus.executors import ExecutorConfig, check_executor
-from corpus.plan import check_budget, check_languages
-from corpus.shards import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
-from corpus.sources import check_sources, parse_source
-from corpus.staging import WORK_ROLE
+from corpus.engine.executors import ExecutorConfig, check_executor
+from corpus.engine.staging import WORK_ROLE
+from corpus.mixture.plan import check_budget, check_languages
+from corpus.read.sources import check_sources, parse_source
+from corpus.shards.format import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
 from fertility.text import TextSource
 from fertility.tokenizers import Tokenizer, load_tokenizer
 

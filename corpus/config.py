@@ -16,7 +16,7 @@ class BuildError(InputError):
 class BuildConfig:
     """The arguments that decide the shards' content (recorded in the manifest as ``arguments``)."""
 
-    sources: list[str]  # "LANG=SPEC", as corpus.sources.parse_source reads them
+    sources: list[str]  # "LANG=SPEC", as corpus.read.sources.parse_source reads them
     tokens: int
     mix: dict[str, float] | None = None
     temperature: float | None = None

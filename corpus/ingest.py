@@ -2,12 +2,12 @@
 
 Stages, each a set of datatrove tasks exchanging files in the work folder (any fsspec URL):
 
-1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.steps`` read -> clean and filter ->
+1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.engine.steps`` read -> clean and filter ->
    tokenize and store -> MinHash signatures;
 2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets`` finds the pairs of documents
    equal in a band;
 3. then, in this process, a small reduce over per-document metadata: exact and near-duplicate decisions
-   (``corpus.dedup``) and the kept documents in canonical order (:class:`Ingested`).
+   (``corpus.quality.dedup``) and the kept documents in canonical order (:class:`Ingested`).
 
 A task writes its files and then datatrove marks it complete; a rerun skips completed tasks, so a build
 killed in any stage finishes the remaining tasks only. The stage folders are named after the number of ingest
@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from common.errors import InputError
-from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
-from corpus.executors import ExecutorConfig, run_pipeline
-from corpus.filters import CleanConfig
-from corpus.progress import BuildStatus, StageWatcher
-from corpus.sources import check_sources
+from corpus.engine.executors import ExecutorConfig, run_pipeline
+from corpus.engine.progress import BuildStatus, StageWatcher
+from corpus.quality.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
+from corpus.quality.filters import CleanConfig
+from corpus.read.sources import check_sources
 from fertility.text import TextSource
 
 FINGERPRINT_NAME = "ingest.json"
@@ -77,7 +77,7 @@ class Ingested:
     chars: np.ndarray
     bytes: np.ndarray
     compare: np.ndarray  # (documents, comparison tokenizers)
-    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys (corpus.clean.Words.key)
+    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys (corpus.quality.clean.Words.key)
 
 
 @dataclass
@@ -86,7 +86,7 @@ class DocTable:
 
     source: np.ndarray  # source index
     file: np.ndarray  # index into ``files``
-    uid: np.ndarray  # canonical document id (corpus.sources)
+    uid: np.ndarray  # canonical document id (corpus.read.sources)
     start: np.ndarray  # offset of its first token in its token file
     tokens: np.ndarray  # token count including the BOS
     chars: np.ndarray
@@ -130,7 +130,7 @@ def _check_fingerprint(work_url: str, fingerprint: dict) -> None:
 def _stages(sources: list[TextSource], config: IngestConfig, stage_url: str):
     from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets
 
-    from corpus.steps import CleanAndFilter, FaultPoint, ReadSources, Signatures, TokenizeAndStore
+    from corpus.engine.steps import CleanAndFilter, FaultPoint, ReadSources, Signatures, TokenizeAndStore
 
     ingest = [
         FaultPoint("ingest"),

@@ -1,4 +1,4 @@
-"""Stage 6 of a build: write the shards of a :class:`~corpus.layout.Layout`, each document's BOS then its tokens
+"""Stage 6 of a build: write the shards of a :class:`~corpus.mixture.layout.Layout`, each document's BOS then its tokens
 read from the ingest's token files, in worker processes when there is enough to write. Every shard is written
 atomically and recorded in ``.pack.json`` as it finishes, so a rerun writes only the missing ones."""
 
@@ -17,12 +17,19 @@ import numpy as np
 from tqdm import tqdm
 
 from common.fileio import write_json
-from corpus.executors import ExecutorConfig, worker_pool
-from corpus.faults import kill_or_pause_if_asked
+from corpus.engine.executors import ExecutorConfig, worker_pool
+from corpus.engine.faults import kill_or_pause_if_asked
+from corpus.engine.progress import BuildStatus, StageStatus
 from corpus.ingest import DocTable
-from corpus.layout import Layout, ShardJob
-from corpus.progress import BuildStatus, StageStatus
-from corpus.shards import ShardError, ShardInfo, TokenizerInfo, atomic_write_bytes, encode_shard, read_header
+from corpus.mixture.layout import Layout, ShardJob
+from corpus.shards.format import (
+    ShardError,
+    ShardInfo,
+    TokenizerInfo,
+    atomic_write_bytes,
+    encode_shard,
+    read_header,
+)
 
 PACK_PROGRESS = ".pack.json"
 POOL_TOKENS = 20_000_000

@@ -14,11 +14,11 @@ import numpy as np
 
 from common.fileio import atomic_write_bytes, atomic_write_text, write_json
 from corpus.ingest import SourceIngest
-from corpus.layout import Layout
-from corpus.measure import measure_rows, shares
-from corpus.plan import Plan, format_plan
-from corpus.prepare import Prepared
-from corpus.shards import ShardInfo, TokenizerInfo
+from corpus.mixture.layout import Layout
+from corpus.mixture.measure import measure_rows, shares
+from corpus.mixture.plan import Plan, format_plan
+from corpus.mixture.prepare import Prepared
+from corpus.shards.format import ShardInfo, TokenizerInfo
 from fertility.totals import Totals
 
 REPORT_SCHEMA_VERSION = 1

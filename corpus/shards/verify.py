@@ -17,9 +17,9 @@ import numpy as np
 from tqdm import tqdm
 
 from common.fileio import file_sha256
-from corpus.clean import script_of, script_share
-from corpus.filters import CleanConfig, clean_document
-from corpus.shards import Manifest, ShardError, ShardInfo, read_header, read_shard
+from corpus.quality.clean import script_of, script_share
+from corpus.quality.filters import CleanConfig, clean_document
+from corpus.shards.format import Manifest, ShardError, ShardInfo, read_header, read_shard
 from fertility.text import TextSource, iter_documents
 from fertility.tokenizers import Tokenizer
 

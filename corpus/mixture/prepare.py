@@ -1,7 +1,7 @@
 """Stages 2 to 4 of a build, what ``corpus plan`` shows and ``corpus build`` packs: ingest the sources (read,
 clean, filter, tokenize, deduplicate: ``corpus.ingest``; after --append, without the documents the shard set
-holds: ``corpus.keys``), hold out validation documents (``corpus.layout``), plan the training mixture in tokens
-(``corpus.plan``) and select the training documents, saying where a language's validation set or share falls
+holds: ``corpus.shards.keys``), hold out validation documents (``corpus.mixture.layout``), plan the training mixture in tokens
+(``corpus.mixture.plan``) and select the training documents, saying where a language's validation set or share falls
 short. The result depends on the documents and the seed only (never on the executor or the number of tasks):
 the document table is in canonical document order.
 """
@@ -14,13 +14,19 @@ import numpy as np
 
 from corpus.check import Checked, check_inputs
 from corpus.config import BuildConfig
-from corpus.executors import ExecutorConfig, executor_session, quiet_logger
+from corpus.engine.executors import ExecutorConfig, executor_session, quiet_logger
+from corpus.engine.progress import BuildStatus
 from corpus.ingest import DocTable, SourceIngest, ingest
-from corpus.keys import drop_known
-from corpus.layout import hold_out_validation, select_training, shortfalls, train_mask, training_supply
-from corpus.plan import Plan, plan_mixture
-from corpus.progress import BuildStatus
-from corpus.shards import TokenizerInfo
+from corpus.mixture.layout import (
+    hold_out_validation,
+    select_training,
+    shortfalls,
+    train_mask,
+    training_supply,
+)
+from corpus.mixture.plan import Plan, plan_mixture
+from corpus.shards.format import TokenizerInfo
+from corpus.shards.keys import drop_known
 from fertility.text import TextSource
 
 
@@ -34,7 +40,7 @@ class Prepared:
     table: DocTable
     val: dict[str, np.ndarray]
     plan: Plan
-    train_rows: np.ndarray  # corpus.layout.select_training
+    train_rows: np.ndarray  # corpus.mixture.layout.select_training
     shortfalls: list[str]
     tokenizer: TokenizerInfo
     tokenizer_name: str

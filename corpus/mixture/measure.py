@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corpus.prepare import Prepared
+from corpus.mixture.prepare import Prepared
 from fertility.totals import Totals
 
 

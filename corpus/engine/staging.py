@@ -15,8 +15,8 @@ from common.fileio import WRITTEN_BY, read_json, write_json
 from common.outdir import MARKER, PublishError, is_ours, publish_path
 from common.owned import Owned, claim, record, remove
 from corpus.ingest import FINGERPRINT_NAME
-from corpus.plan import PlanError
-from corpus.shards import MANIFEST_NAME
+from corpus.mixture.plan import PlanError
+from corpus.shards.format import MANIFEST_NAME
 
 WORK_DIR = ".work"
 STAGE_SUFFIX = ".building"

@@ -1,4 +1,4 @@
-"""The exact-dedup keys of the documents a shard set holds (``corpus.clean.Words.key``: case, punctuation and
+"""The exact-dedup keys of the documents a shard set holds (``corpus.quality.clean.Words.key``: case, punctuation and
 spacing do not count), kept beside its manifest in ``document_keys.npy``. An ``--append`` drops every new
 document whose key the set already holds, before its validation hold-out: so no document of the set's
 validation reaches the new training shards, and no document of its training reaches the new validation
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from common.fileio import atomic_write_bytes
-from corpus.clean import words_batch
 from corpus.ingest import DocTable, SourceIngest
-from corpus.shards import Manifest, ShardError, read_shard
-from corpus.verify import documents
+from corpus.quality.clean import words_batch
+from corpus.shards.format import Manifest, ShardError, read_shard
+from corpus.shards.verify import documents
 from fertility.tokenizers import Tokenizer
 
 KEYS_NAME = "document_keys.npy"

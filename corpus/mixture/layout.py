@@ -11,8 +11,8 @@ import numpy as np
 
 from corpus.config import BuildConfig
 from corpus.ingest import DocTable, SourceIngest
-from corpus.plan import Plan, SourceSupply, share_misses
-from corpus.shards import ShardInfo
+from corpus.mixture.plan import Plan, SourceSupply, share_misses
+from corpus.shards.format import ShardInfo
 
 
 def rng(seed: int, *keys: int) -> np.random.Generator:
@@ -131,7 +131,7 @@ def shortfalls(table: DocTable, states: list[SourceIngest], val: dict[str, np.nd
                train_rows: np.ndarray, config: BuildConfig) -> list[str]:
     """Where the selection breaks the promise per language, one line each: a language with documents but no
     validation document (each is longer than its hold-out budget), and a language whose share of the selected
-    training tokens misses the plan's by more than ``corpus.plan.SHARE_TOLERANCE``."""
+    training tokens misses the plan's by more than ``corpus.mixture.plan.SHARE_TOLERANCE``."""
     lines = []
     for language, rows in val.items():
         docs = _language_rows(table, states, language)

@@ -1,12 +1,12 @@
 """The ingest as datatrove pipeline steps: read -> canonical form, cleaning, filters -> tokenize and store ->
 MinHash signatures (datatrove's first MinHash stage).
 
-One task runs the four steps over its partition of the sources (``corpus.sources.partition``) and leaves, in
+One task runs the four steps over its partition of the sources (``corpus.read.sources.partition``) and leaves, in
 the work folder: ``docs/RANK.tokens`` (the documents' token ids, uint32, no BOS, back to back),
 ``docs/RANK.meta.npz`` (per document: canonical id, source, token count, characters, UTF-8 bytes, exact-dedup
 key, comparison token counts; in the order the signature step numbers them), ``counters/RANK.STEP.json``
 (what reading and cleaning counted per source) and datatrove's signature files. Nothing here is decided
-across tasks; duplicates are decided later from these files (``corpus.dedup``).
+across tasks; duplicates are decided later from these files (``corpus.quality.dedup``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-from corpus.clean import ngram_hashes, words
-from corpus.dedup import DedupConfig, minhash_config
-from corpus.faults import kill_or_pause_if_asked
-from corpus.filters import CleanConfig, clean_and_filter_batch
-from corpus.progress import TaskProgress
-from corpus.sources import partition
+from corpus.engine.faults import kill_or_pause_if_asked
+from corpus.engine.progress import TaskProgress
+from corpus.quality.clean import ngram_hashes, words
+from corpus.quality.dedup import DedupConfig, minhash_config
+from corpus.quality.filters import CleanConfig, clean_and_filter_batch
+from corpus.read.sources import partition
 from fertility.text import TextSource
 
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
@@ -73,7 +73,7 @@ class ReadSources(PipelineStep):
 
 
 class CleanAndFilter(PipelineStep):
-    """The canonical form and cleaning (``corpus.clean``), then the quality filters (``corpus.filters``), in batches
+    """The canonical form and cleaning (``corpus.quality.clean``), then the quality filters (``corpus.quality.filters``), in batches
     of one source."""
 
     type = "🔻 - FILTER"
@@ -177,7 +177,7 @@ def _batches(data: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
 
 
 class _Words(WordTokenizer):
-    """Our word split (``corpus.clean.words``), so that datatrove needs no language-specific tokenizer."""
+    """Our word split (``corpus.quality.clean.words``), so that datatrove needs no language-specific tokenizer."""
 
     def word_tokenize(self, text: str) -> list[str]:
         return words(text)
@@ -263,7 +263,7 @@ class Signatures(MinhashDedupSignature):
 
 
 class FaultPoint(PipelineStep):
-    """A stage's first step: where ``corpus.faults`` can kill a build (tests of resume)."""
+    """A stage's first step: where ``corpus.engine.faults`` can kill a build (tests of resume)."""
 
     name = "fault point"
     type = "🧪 - TEST"
