@@ -10,9 +10,9 @@ from pathlib import Path
 from common import cli as clihelp
 from common import paths
 from common.errors import InputError
-from corpus.build import BuildConfig, BuildError, build, plan_only
+from corpus.build import build, plan_only
+from corpus.config import BuildConfig, BuildError, IngestConfig
 from corpus.engine.executors import EXECUTORS, ExecutorConfig, SlurmConfig
-from corpus.ingest import IngestConfig
 from corpus.mixture.measure import corpus_tables
 from corpus.mixture.plan import SHARE_TOLERANCE, format_plan, parse_mix, planned_language_tokens, share_misses
 from corpus.quality.dedup import DedupConfig
@@ -164,7 +164,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
     if prepared is None:
         print(f"{a.out}: already built with these arguments; nothing to do")
     else:
-        print(corpus_tables(prepared))
+        print(corpus_tables(prepared.sizes, prepared.checked.tokenizer.name))
         print()
         print(format_plan(prepared.plan))
         print()
@@ -176,7 +176,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
 def _cmd_plan(a: argparse.Namespace) -> int:
     config = _config(a)
     prepared = plan_only(config, a.out, executor=_executor(a), work_dir=a.work_dir, strict_mix=a.strict_mix)
-    print(corpus_tables(prepared))
+    print(corpus_tables(prepared.sizes, prepared.checked.tokenizer.name))
     print()
     print(format_plan(prepared.plan))
     if a.json:

@@ -1,5 +1,6 @@
 """The ingest as datatrove pipeline steps: read -> canonical form, cleaning, filters -> tokenize and store ->
-MinHash signatures (datatrove's first MinHash stage).
+MinHash signatures (datatrove's first MinHash stage); :func:`pipelines` puts them together, with datatrove's
+bucket stage after them.
 
 One task runs the four steps over its partition of the sources (``corpus.read.sources.partition``) and leaves, in
 the work folder: ``docs/RANK.tokens`` (the documents' token ids, uint32, no BOS, back to back),
@@ -21,10 +22,11 @@ import numpy as np
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupSignature
 from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
+from corpus.config import IngestConfig
 from corpus.engine.faults import kill_or_pause_if_asked
 from corpus.engine.progress import TaskProgress
 from corpus.quality.clean import ngram_hashes, words
@@ -275,3 +277,19 @@ class FaultPoint(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         kill_or_pause_if_asked(self.stage, rank)
         return data
+
+
+def pipelines(sources: list[TextSource], config: IngestConfig, stage_url: str) -> tuple[list, list]:
+    """The ingest's two pipelines in ``stage_url``: one task's steps (read -> clean and filter -> tokenize and
+    store -> signatures, the last without near dedup), and datatrove's bucket stage over the signatures."""
+    ingest = [
+        FaultPoint("ingest"),
+        ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
+                    bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
+        CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),
+        TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
+    ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
+    buckets = [FaultPoint("buckets"),
+               MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
+                                   config=minhash_config(config.dedup))]
+    return ingest, buckets

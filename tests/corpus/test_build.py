@@ -14,8 +14,8 @@ import regex
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, staging_path
 from corpus.cli import main
+from corpus.config import IngestConfig
 from corpus.engine.executors import ExecutorConfig
-from corpus.ingest import IngestConfig
 from corpus.quality.filters import CleanConfig, clean_document
 from corpus.shards.format import Manifest, read_shard
 from corpus.shards.verify import documents, verify_shards

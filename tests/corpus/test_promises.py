@@ -13,8 +13,8 @@ import pytest
 
 from corpus.build import BuildConfig, build
 from corpus.cli import main
+from corpus.config import IngestConfig
 from corpus.engine.executors import ExecutorConfig
-from corpus.ingest import IngestConfig
 from corpus.mixture.plan import SHARE_TOLERANCE
 from corpus.shards.format import Manifest, read_shard
 from corpus.shards.keys import KEYS_NAME, load_keys

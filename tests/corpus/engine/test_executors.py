@@ -14,8 +14,8 @@ import multiprocess
 import pytest
 
 from corpus.build import BuildConfig, build
+from corpus.config import IngestConfig
 from corpus.engine.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
-from corpus.ingest import IngestConfig
 from corpus.read.sources import parse_source
 from fertility.text import iter_documents, parse_text_arg
 

@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from corpus.config import IngestConfig
 from corpus.engine.executors import ExecutorConfig
-from corpus.ingest import IngestConfig, ingest
+from corpus.ingest import ingest
 from corpus.quality.clean import words_batch
 from corpus.quality.dedup import DedupConfig, bands, exact_duplicates, near_duplicates
 from corpus.read.sources import parse_source
@@ -69,7 +70,7 @@ def test_pipeline_drops_near_and_exact_duplicates(sample_dir, tmp_path, tasks):
     assert counters["drop_near_duplicate"] == 1
     assert counters["drop_exact_duplicate"] == 1
     assert counters["documents_kept"] == len(docs)
-    assert sorted(got.uid.tolist()) == got.uid.tolist() == list(range(len(docs)))
+    assert sorted(got.table.uid.tolist()) == got.table.uid.tolist() == list(range(len(docs)))
 
 
 @pytest.mark.parametrize("block", [7, 16_384])
