@@ -132,3 +132,86 @@ def test_pretrain_parts_import_only_what_their_rules_allow():
     graph = import_graph()
     assert {_part(m) for m in graph} >= {"model", "train", "guard", "release", "eval", "perf", "config", "cli"}
     assert pretrain_violations(graph) == []
+
+
+# Inside corpus: the build's stages at the top (``corpus.check``, ``ingest``, ``pack``, ``report``, ``build``,
+# ``cli``), its configuration (``corpus.config``) and one sub-package per concern below them. Each rule names the
+# imports it forbids; corpus's own ``__init__`` and ``__main__`` (the entry point that runs the CLI) are not parts.
+CORPUS_STAGES = ("check", "ingest", "pack", "report", "build", "cli")
+CORPUS_CONCERNS = ("read", "quality", "engine", "mixture", "shards")
+
+
+def _corpus_part(module: str) -> str | None:
+    """``read``, ``quality``, ..., ``config``, or ``stage`` for a module of the build's stages; None outside."""
+    parts = module.split(".")
+    if parts[0] != "corpus" or len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return "stage" if parts[1] in CORPUS_STAGES else parts[1]
+
+
+CORPUS_RULES = {
+    "corpus.read imports nothing else of corpus":
+        lambda m, t: _corpus_part(m) == "read" and _corpus_part(t) not in (None, "read"),
+    "corpus.quality imports of corpus only corpus.read":
+        lambda m, t: _corpus_part(m) == "quality" and _corpus_part(t) not in (None, "quality", "read"),
+    "corpus.shards imports of corpus only corpus.read and corpus.quality (no stage)":
+        lambda m, t: _corpus_part(m) == "shards" and _corpus_part(t) not in (None, "shards", "read", "quality"),
+    "corpus.config imports neither engine, mixture nor the stages":
+        lambda m, t: _corpus_part(m) == "config" and _corpus_part(t) in ("engine", "mixture", "stage"),
+    "corpus.engine never imports corpus.mixture or the stages":
+        lambda m, t: _corpus_part(m) == "engine" and _corpus_part(t) in ("mixture", "stage"),
+    "corpus.mixture imports neither corpus.engine nor the stages":
+        lambda m, t: _corpus_part(m) == "mixture" and _corpus_part(t) in ("engine", "stage"),
+    "a stage imports no other stage (corpus.build runs them, corpus.cli calls corpus.build)":
+        lambda m, t: (_corpus_part(m) == "stage" == _corpus_part(t)
+                      and m not in ("corpus.build", "corpus.cli") and t != "corpus.cli"),
+    "nothing imports corpus.cli (but corpus.__main__)":
+        lambda m, t: t == "corpus.cli" and m != "corpus.__main__",
+}
+
+
+def corpus_violations(graph: dict[str, set[str]]) -> list[tuple[str, str, str]]:
+    """(rule, importer, imported) for every import of ``graph`` that a rule of :data:`CORPUS_RULES` forbids."""
+    return [(rule, m, t) for m, targets in sorted(graph.items()) for t in sorted(targets)
+            if t.startswith("corpus") for rule, forbids in CORPUS_RULES.items() if forbids(m, t)]
+
+
+def test_each_corpus_rule_catches_a_planted_violation():
+    graph = {
+        "corpus.read.sources": {"corpus.quality.clean", "fertility.text"},
+        "corpus.read.normalize": set(),
+        "corpus.quality.clean": {"corpus.read.normalize", "corpus.shards.format"},
+        "corpus.shards.keys": {"corpus.quality.clean", "corpus.ingest"},
+        "corpus.config": {"corpus.quality.dedup", "corpus.mixture.plan"},
+        "corpus.engine.staging": {"corpus.config", "corpus.mixture.plan", "corpus.shards.format"},
+        "corpus.engine.steps": {"corpus.ingest"},
+        "corpus.mixture.prepare": {"corpus.engine.executors", "corpus.mixture.layout", "corpus.check"},
+        "corpus.pack": {"corpus.report", "corpus.mixture.layout"},
+        "corpus.build": {"corpus.check", "corpus.pack"},
+        "corpus.report": {"corpus.cli"},
+        "corpus.cli": {"corpus.build"},
+        "corpus.__main__": {"corpus.cli"},
+    }
+    found = {(m, t) for _, m, t in corpus_violations(graph)}
+    assert found == {("corpus.read.sources", "corpus.quality.clean"), ("corpus.quality.clean", "corpus.shards.format"),
+                     ("corpus.shards.keys", "corpus.ingest"), ("corpus.config", "corpus.mixture.plan"),
+                     ("corpus.engine.staging", "corpus.mixture.plan"), ("corpus.engine.steps", "corpus.ingest"),
+                     ("corpus.mixture.prepare", "corpus.engine.executors"), ("corpus.mixture.prepare", "corpus.check"),
+                     ("corpus.pack", "corpus.report"), ("corpus.report", "corpus.cli")}
+    assert {rule for rule, _, _ in corpus_violations(graph)} == set(CORPUS_RULES)  # every rule fired
+
+
+def test_corpus_parts_import_only_what_their_rules_allow():
+    graph = import_graph()
+    assert {_corpus_part(m) for m in graph} >= {*CORPUS_CONCERNS, "config", "stage"}
+    assert corpus_violations(graph) == []
+
+
+def test_corpus_has_at_most_14_entries_each_concern_in_its_own_package():
+    top = sorted(p.name for p in (ROOT / "corpus").iterdir() if p.name != "__pycache__")
+    assert len(top) <= 14, top
+    assert {p.removesuffix(".py") for p in top} == {"__init__", "__main__", "config", *CORPUS_STAGES,
+                                                    *CORPUS_CONCERNS}
+    for concern in CORPUS_CONCERNS:
+        doc = ast.get_docstring(ast.parse((ROOT / "corpus" / concern / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and "\n" not in doc, f"corpus/{concern}/__init__.py: one line saying its concern"
