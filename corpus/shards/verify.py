@@ -38,8 +38,8 @@ class Verification:
 
 
 def check_written(directory: str | Path, shards: list[ShardInfo], dtype: str) -> None:
-    """Stage 7 of a build: the header of every shard it wrote says the dtype and token count its record does
-    (a mismatch is a bug, not bad input)."""
+    """Stage 5 of a build, after the writing: the header of every shard it wrote says the dtype and token count
+    its record does (a mismatch is a bug, not bad input)."""
     for s in shards:
         dtype_found, count = read_header(Path(directory) / s.file)
         if dtype_found != dtype or count != s.tokens:
