@@ -186,3 +186,77 @@ def test_fertility_parts_import_only_what_their_rules_allow():
     graph = import_graph()
     assert {_fertility(m) for m in graph} >= {"present", "scoring", "tokenizers", "analysis", "text", "cli"}
     assert rule_violations(FERTILITY_RULES, graph) == []
+
+
+# Inside corpus: the build's stages at the top (``corpus.check``, ``ingest``, ``pack``, ``report``, ``build``,
+# ``cli``), its configuration (``corpus.config``) and one sub-package per concern below them. Each rule names the
+# imports it forbids; corpus's own ``__init__`` and ``__main__`` (the entry point that runs the CLI) are not parts.
+CORPUS_STAGES = ("check", "ingest", "pack", "report", "build", "cli")
+CORPUS_CONCERNS = ("read", "quality", "engine", "mixture", "shards")
+
+
+def _corpus_part(module: str) -> str | None:
+    """``read``, ``quality``, ..., ``config``, or ``stage`` for a module of the build's stages; None outside."""
+    parts = module.split(".")
+    if parts[0] != "corpus" or len(parts) == 1 or parts[1] == "__main__":
+        return None
+    return "stage" if parts[1] in CORPUS_STAGES else parts[1]
+
+
+CORPUS_RULES: dict[str, Rule] = {
+    "corpus.read imports nothing else of corpus":
+        lambda m, t: _corpus_part(m) == "read" and _corpus_part(t) not in (None, "read"),
+    "corpus.quality imports of corpus only corpus.read":
+        lambda m, t: _corpus_part(m) == "quality" and _corpus_part(t) not in (None, "quality", "read"),
+    "corpus.shards imports of corpus only corpus.read and corpus.quality (no stage)":
+        lambda m, t: _corpus_part(m) == "shards" and _corpus_part(t) not in (None, "shards", "read", "quality"),
+    "corpus.config imports neither engine, mixture nor the stages":
+        lambda m, t: _corpus_part(m) == "config" and _corpus_part(t) in ("engine", "mixture", "stage"),
+    "corpus.engine never imports corpus.mixture or the stages":
+        lambda m, t: _corpus_part(m) == "engine" and _corpus_part(t) in ("mixture", "stage"),
+    "corpus.mixture imports neither corpus.engine nor the stages":
+        lambda m, t: _corpus_part(m) == "mixture" and _corpus_part(t) in ("engine", "stage"),
+    "a stage imports no other stage (corpus.build runs them, corpus.cli calls corpus.build)":
+        lambda m, t: (_corpus_part(m) == "stage" == _corpus_part(t)
+                      and m not in ("corpus.build", "corpus.cli") and t != "corpus.cli"),
+    "nothing imports corpus.cli (but corpus.__main__)":
+        lambda m, t: t == "corpus.cli" and m != "corpus.__main__",
+}
+
+
+# Planted arrows, each with whether a rule must forbid it: every rule's violation beside an allowed neighbour.
+CORPUS_PLANTED = [
+    ("corpus.read.sources", "corpus.quality.clean", True), ("corpus.read.sources", "fertility.text", False),
+    ("corpus.quality.clean", "corpus.read.normalize", False), ("corpus.quality.clean", "corpus.shards.format", True),
+    ("corpus.shards.keys", "corpus.quality.clean", False), ("corpus.shards.keys", "corpus.ingest", True),
+    ("corpus.config", "corpus.quality.dedup", False), ("corpus.config", "corpus.mixture.plan", True),
+    ("corpus.engine.staging", "corpus.config", False), ("corpus.engine.staging", "corpus.shards.format", False),
+    ("corpus.engine.staging", "corpus.mixture.plan", True), ("corpus.engine.steps", "corpus.ingest", True),
+    ("corpus.mixture.prepare", "corpus.mixture.layout", False), ("corpus.mixture.prepare", "corpus.engine.executors", True),
+    ("corpus.mixture.prepare", "corpus.check", True), ("corpus.pack", "corpus.mixture.layout", False),
+    ("corpus.pack", "corpus.report", True), ("corpus.build", "corpus.check", False), ("corpus.build", "corpus.pack", False),
+    ("corpus.cli", "corpus.build", False), ("corpus.report", "corpus.cli", True), ("corpus.__main__", "corpus.cli", False),
+]
+
+
+def test_each_corpus_rule_catches_a_planted_violation():
+    graph: dict[str, set[str]] = {}
+    for importer, imported, _ in CORPUS_PLANTED:
+        graph.setdefault(importer, set()).add(imported)
+    assert_every_rule_fires(CORPUS_RULES, graph, {(m, t) for m, t, forbidden in CORPUS_PLANTED if forbidden})
+
+
+def test_corpus_parts_import_only_what_their_rules_allow():
+    graph = import_graph()
+    assert {_corpus_part(m) for m in graph} >= {*CORPUS_CONCERNS, "config", "stage"}
+    assert rule_violations(CORPUS_RULES, graph) == []
+
+
+def test_corpus_has_at_most_14_entries_each_concern_in_its_own_package():
+    top = sorted(p.name for p in (ROOT / "corpus").iterdir() if p.name != "__pycache__")
+    assert len(top) <= 14, top
+    assert {p.removesuffix(".py") for p in top} == {"__init__", "__main__", "config", *CORPUS_STAGES,
+                                                    *CORPUS_CONCERNS}
+    for concern in CORPUS_CONCERNS:
+        doc = ast.get_docstring(ast.parse((ROOT / "corpus" / concern / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and "\n" not in doc, f"corpus/{concern}/__init__.py: one line saying its concern"

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 from common.fileio import write_json
-from corpus.shards import ShardError
-from corpus.verify import verify_shards
+from corpus.shards.format import ShardError
+from corpus.shards.verify import verify_shards
 from pretrain.guard import run_plan
 from pretrain.model.gpt import build_model, parameter_counts
 from pretrain.train import distributed
@@ -185,7 +185,7 @@ def check_tokenizer(ds, problems: list[str]) -> str:
 
 
 def check_shards(ds, problems: list[str]) -> str:
-    """Every shard against the manifest: header, size, count, documents and sha256 (`corpus.verify`)."""
+    """Every shard against the manifest: header, size, count, documents and sha256 (`corpus.shards.verify`)."""
     result = verify_shards(ds.path, ds.manifest, hashes=True, progress=False)
     problems.extend(f"{ds.path}: {p}" for p in result.problems)
     if not result.ok:

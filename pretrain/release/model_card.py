@@ -18,7 +18,7 @@ from typing import Any
 
 from common.errors import InputError
 from common.fileio import read_json
-from corpus.shards import Manifest, ShardError
+from corpus.shards.format import Manifest, ShardError
 from pretrain.config import OPTIMIZERS, SCHEDULES, RunConfig, effective_warmup
 from pretrain.model.gpt import parameter_counts
 

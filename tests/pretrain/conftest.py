@@ -1,4 +1,4 @@
-"""Small real shard sets for the pretraining tests, written in the `corpus.shards` layout.
+"""Small real shard sets for the pretraining tests, written in the `corpus.shards.format` layout.
 
 Real sample text tokenized with the shipped GPT-2 tokenizer (`pretrain.train.sample_shards`), and synthetic
 token streams for the mechanics tests.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
+from corpus.shards.format import Manifest, ShardInfo, TokenizerInfo, write_shard
 from pretrain.train.sample_shards import write_shard_set
 
 ROOT = Path(__file__).resolve().parents[2]

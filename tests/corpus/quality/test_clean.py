@@ -1,4 +1,4 @@
-"""corpus.clean and corpus.filters: canonical form, control characters, whitespace and each quality filter, counted."""
+"""corpus.quality.clean and corpus.quality.filters: canonical form, control characters, whitespace and each quality filter, counted."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import regex
 
-from corpus.clean import (
+from corpus.quality.clean import (
     HSPACE_CHARS,
     canonicalize,
     ngram_hashes,
@@ -20,7 +20,7 @@ from corpus.clean import (
     words,
     words_batch,
 )
-from corpus.filters import (
+from corpus.quality.filters import (
     CleanConfig,
     bad_char_share,
     clean_document,
@@ -28,7 +28,7 @@ from corpus.filters import (
     dup_ngram_share,
     quality_issue,
 )
-from corpus.normalize import is_normalized
+from corpus.read.normalize import is_normalized
 
 
 def _lines(path, n):
@@ -116,7 +116,7 @@ def test_fast_character_classes_agree_with_regex():
     assert set(re.findall(f"[{HSPACE_CHARS}]", everything)) == hspace
     controls = set(regex.findall(r"[\p{Cc}\uFEFF--[\t\n]]", everything, flags=regex.V1))
     assert canonicalize("a" + "".join(sorted(controls)) + "b") == "ab"
-    from corpus.clean import _word_characters
+    from corpus.quality.clean import _word_characters
 
     word = {ord(c) for c in regex.findall(r"\w", everything)}  # what `words` matches (regex's default flags)
     assert set(np.flatnonzero(_word_characters()).tolist()) == word
@@ -158,7 +158,7 @@ def test_batched_ngram_hashes_equal_one_document_at_a_time(sample_dir):
 
 
 def test_batched_script_shares_equal_one_document_at_a_time():
-    from corpus.clean import script_shares
+    from corpus.quality.clean import script_shares
 
     texts = ["আমি বাংলায় গান গাই", "", "123 !!", "mixed বাংলা text", "\ud800 lone surrogate আ", "ড়"]
     got = script_shares(texts, "Bengali").tolist()
@@ -171,7 +171,7 @@ def test_the_fast_path_of_canonicalize_changes_nothing(monkeypatch):
     # text takes the full path) the results and counts must be the same.
     import random
 
-    import corpus.clean
+    import corpus.quality.clean
 
     rng = random.Random(0)
     alphabet = ["a", "ব", "া", " ", "  ", "\t", "\u00a0", "\r", "\n", "\x07", "\ufeff", "\u200d", "\u2003", "x"]
@@ -179,6 +179,6 @@ def test_the_fast_path_of_canonicalize_changes_nothing(monkeypatch):
     texts += ["plain text", " lead", "trail ", "a\u3000b", "\u09df"]
     fast_counts, slow_counts = Counter(), Counter()
     fast = [canonicalize(t, fast_counts) for t in texts]
-    monkeypatch.setattr(corpus.clean, "_NEEDS_WORK", re.compile(""))  # matches everywhere: never the fast path
+    monkeypatch.setattr(corpus.quality.clean, "_NEEDS_WORK", re.compile(""))  # matches everywhere: never the fast path
     slow = [canonicalize(t, slow_counts) for t in texts]
     assert fast == slow and fast_counts == slow_counts

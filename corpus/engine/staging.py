@@ -14,15 +14,15 @@ from common.errors import InputError, OutputPathError
 from common.fileio import WRITTEN_BY, read_json, write_json
 from common.outdir import MARKER, PublishError, is_ours, publish_path
 from common.owned import Owned, claim, record, remove
-from corpus.ingest import FINGERPRINT_NAME
-from corpus.plan import PlanError
-from corpus.shards import MANIFEST_NAME
+from corpus.config import PlanError
+from corpus.shards.format import MANIFEST_NAME
 
 WORK_DIR = ".work"
 STAGE_SUFFIX = ".building"
 STAGE_COMMAND = "corpus build (unfinished)"
 WORK_ROLE = "corpus work"  # the common.owned role of a user-named --work-dir
 WORK_STATUS = "status.json"  # the build's status file in a local work folder, when no --status-file is given
+FINGERPRINT_NAME = "ingest.json"  # in the work folder: what the ingest there was made of (corpus.ingest)
 
 
 def staging_path(out_dir: str | Path) -> Path:

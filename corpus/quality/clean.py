@@ -1,5 +1,5 @@
 """Document cleaning: the canonical Unicode form, control characters and whitespace; and what the quality filters
-(``corpus.filters``) and dedup measure on a document: its script, its words and their n-gram hashes.
+(``corpus.quality.filters``) and dedup measure on a document: its script, its words and their n-gram hashes.
 
 Every cleaning step is counted in a ``collections.Counter`` the caller passes in, so the build report can say
 how many documents each step touched. The functions are pure otherwise: the same text and language always
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 
 # Declared language -> Unicode script (the name the `regex` module knows) used by the script-purity filter.
 LANGUAGE_SCRIPTS = {

@@ -1,12 +1,13 @@
 """The ingest as datatrove pipeline steps: read -> canonical form, cleaning, filters -> tokenize and store ->
-MinHash signatures (datatrove's first MinHash stage).
+MinHash signatures (datatrove's first MinHash stage); :func:`pipelines` puts them together, with datatrove's
+bucket stage after them.
 
-One task runs the four steps over its partition of the sources (``corpus.sources.partition``) and leaves, in
+One task runs the four steps over its partition of the sources (``corpus.read.sources.partition``) and leaves, in
 the work folder: ``docs/RANK.tokens`` (the documents' token ids, uint32, no BOS, back to back),
 ``docs/RANK.meta.npz`` (per document: canonical id, source, token count, characters, UTF-8 bytes, exact-dedup
 key, comparison token counts; in the order the signature step numbers them), ``counters/RANK.STEP.json``
 (what reading and cleaning counted per source) and datatrove's signature files. Nothing here is decided
-across tasks; duplicates are decided later from these files (``corpus.dedup``).
+across tasks; duplicates are decided later from these files (``corpus.quality.dedup``).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ import numpy as np
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupSignature
 from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-from corpus.clean import ngram_hashes, words
-from corpus.dedup import DedupConfig, minhash_config
-from corpus.faults import kill_or_pause_if_asked
-from corpus.filters import CleanConfig, clean_and_filter_batch
-from corpus.progress import TaskProgress
-from corpus.sources import partition
+from corpus.config import IngestConfig
+from corpus.engine.faults import kill_or_pause_if_asked
+from corpus.engine.progress import TaskProgress
+from corpus.quality.clean import ngram_hashes, words
+from corpus.quality.dedup import DedupConfig, minhash_config
+from corpus.quality.filters import CleanConfig, clean_and_filter_batch
+from corpus.read.sources import partition
 from fertility.text import TextSource
 
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
@@ -73,7 +75,7 @@ class ReadSources(PipelineStep):
 
 
 class CleanAndFilter(PipelineStep):
-    """The canonical form and cleaning (``corpus.clean``), then the quality filters (``corpus.filters``), in batches
+    """The canonical form and cleaning (``corpus.quality.clean``), then the quality filters (``corpus.quality.filters``), in batches
     of one source."""
 
     type = "🔻 - FILTER"
@@ -177,7 +179,7 @@ def _batches(data: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
 
 
 class _Words(WordTokenizer):
-    """Our word split (``corpus.clean.words``), so that datatrove needs no language-specific tokenizer."""
+    """Our word split (``corpus.quality.clean.words``), so that datatrove needs no language-specific tokenizer."""
 
     def word_tokenize(self, text: str) -> list[str]:
         return words(text)
@@ -263,7 +265,7 @@ class Signatures(MinhashDedupSignature):
 
 
 class FaultPoint(PipelineStep):
-    """A stage's first step: where ``corpus.faults`` can kill a build (tests of resume)."""
+    """A stage's first step: where ``corpus.engine.faults`` can kill a build (tests of resume)."""
 
     name = "fault point"
     type = "🧪 - TEST"
@@ -275,3 +277,19 @@ class FaultPoint(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         kill_or_pause_if_asked(self.stage, rank)
         return data
+
+
+def pipelines(sources: list[TextSource], config: IngestConfig, stage_url: str) -> tuple[list, list]:
+    """The ingest's two pipelines in ``stage_url``: one task's steps (read -> clean and filter -> tokenize and
+    store -> signatures, the last without near dedup), and datatrove's bucket stage over the signatures."""
+    ingest = [
+        FaultPoint("ingest"),
+        ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
+                    bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
+        CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),
+        TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
+    ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
+    buckets = [FaultPoint("buckets"),
+               MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
+                                   config=minhash_config(config.dedup))]
+    return ingest, buckets

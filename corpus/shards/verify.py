@@ -17,9 +17,9 @@ import numpy as np
 from tqdm import tqdm
 
 from common.fileio import file_sha256
-from corpus.clean import script_of, script_share
-from corpus.filters import CleanConfig, clean_document
-from corpus.shards import Manifest, ShardError, ShardInfo, read_header, read_shard
+from corpus.quality.clean import script_of, script_share
+from corpus.quality.filters import CleanConfig, clean_document
+from corpus.shards.format import Manifest, ShardError, ShardInfo, read_header, read_shard
 from fertility.text import TextSource, iter_documents
 from fertility.tokenizers import Tokenizer
 
@@ -38,8 +38,8 @@ class Verification:
 
 
 def check_written(directory: str | Path, shards: list[ShardInfo], dtype: str) -> None:
-    """Stage 7 of a build: the header of every shard it wrote says the dtype and token count its record does
-    (a mismatch is a bug, not bad input)."""
+    """Stage 5 of a build, after the writing: the header of every shard it wrote says the dtype and token count
+    its record does (a mismatch is a bug, not bad input)."""
     for s in shards:
         dtype_found, count = read_header(Path(directory) / s.file)
         if dtype_found != dtype or count != s.tokens:

@@ -1,4 +1,4 @@
-"""The exact-dedup keys of the documents a shard set holds (``corpus.clean.Words.key``: case, punctuation and
+"""The exact-dedup keys of the documents a shard set holds (``corpus.quality.clean.Words.key``: case, punctuation and
 spacing do not count), kept beside its manifest in ``document_keys.npy``. An ``--append`` drops every new
 document whose key the set already holds, before its validation hold-out: so no document of the set's
 validation reaches the new training shards, and no document of its training reaches the new validation
@@ -12,14 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from common.fileio import atomic_write_bytes
-from corpus.clean import words_batch
-from corpus.ingest import DocTable, SourceIngest
-from corpus.shards import Manifest, ShardError, read_shard
-from corpus.verify import documents
+from corpus.quality.clean import words_batch
+from corpus.shards.format import Manifest, ShardError, read_shard
+from corpus.shards.verify import documents
 from fertility.tokenizers import Tokenizer
 
 KEYS_NAME = "document_keys.npy"
-DROP_COUNTER = "drop_in_existing_set"
 
 
 def _records(keys: np.ndarray) -> np.ndarray:
@@ -56,15 +54,6 @@ def load_keys(directory: str | Path, manifest: Manifest, tokenizer: Tokenizer) -
     return np.concatenate(found)
 
 
-def drop_known(table: DocTable, states: list[SourceIngest], known: np.ndarray) -> DocTable:
-    """``table`` without the documents whose key is in ``known``, counted per source as ``drop_in_existing_set``
-    (and taken off ``documents_kept``)."""
-    if not len(known):
-        return table
-    seen = np.isin(_records(table.keys), _records(known))
-    for i, state in enumerate(states):
-        n = int((seen & (table.source == i)).sum())
-        if n:
-            state.counters[DROP_COUNTER] = n
-            state.counters["documents_kept"] -= n
-    return table.where(~seen)
+def known(keys: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` (n, 16) are among ``held``, the keys of a shard set: a boolean mask."""
+    return np.isin(_records(keys), _records(held))

@@ -1,11 +1,11 @@
-"""corpus.normalize: the project's canonical form (NFC, nukta letters decomposed, ZWJ/ZWNJ kept)."""
+"""corpus.read.normalize: the project's canonical form (NFC, nukta letters decomposed, ZWJ/ZWNJ kept)."""
 
 from __future__ import annotations
 
 import gzip
 import unicodedata
 
-from corpus.normalize import NUKTA_LETTERS, is_normalized, normalize
+from corpus.read.normalize import NUKTA_LETTERS, is_normalized, normalize
 
 
 def test_nukta_letters_end_up_decomposed():

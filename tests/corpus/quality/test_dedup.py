@@ -1,4 +1,4 @@
-"""corpus.dedup: exact keys, and duplicate decisions that keep the first document whatever the task split."""
+"""corpus.quality.dedup: exact keys, and duplicate decisions that keep the first document whatever the task split."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from corpus.clean import words_batch
-from corpus.dedup import DedupConfig, bands, exact_duplicates, near_duplicates
-from corpus.executors import ExecutorConfig
-from corpus.ingest import IngestConfig, ingest
-from corpus.sources import parse_source
+from corpus.config import IngestConfig
+from corpus.engine.executors import ExecutorConfig
+from corpus.ingest import ingest
+from corpus.quality.clean import words_batch
+from corpus.quality.dedup import DedupConfig, bands, exact_duplicates, near_duplicates
+from corpus.read.sources import parse_source
 from fertility.tokenizers import load_tokenizer
 
 
@@ -69,7 +70,7 @@ def test_pipeline_drops_near_and_exact_duplicates(sample_dir, tmp_path, tasks):
     assert counters["drop_near_duplicate"] == 1
     assert counters["drop_exact_duplicate"] == 1
     assert counters["documents_kept"] == len(docs)
-    assert sorted(got.uid.tolist()) == got.uid.tolist() == list(range(len(docs)))
+    assert sorted(got.table.uid.tolist()) == got.table.uid.tolist() == list(range(len(docs)))
 
 
 @pytest.mark.parametrize("block", [7, 16_384])
@@ -78,11 +79,11 @@ def test_batched_signatures_equal_datatrove(tmp_path, monkeypatch, block):
     # value for value, including documents without shingles and documents split across blocks of rows.
     from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 
-    import corpus.steps
+    import corpus.engine.steps
 
-    monkeypatch.setattr(corpus.steps, "SIGNATURE_BLOCK_ROWS", block)
-    step = corpus.steps.Signatures(str(tmp_path), DedupConfig())
-    reference = MinhashDedupSignature(str(tmp_path), step.config, language=corpus.steps._Words())
+    monkeypatch.setattr(corpus.engine.steps, "SIGNATURE_BLOCK_ROWS", block)
+    step = corpus.engine.steps.Signatures(str(tmp_path), DedupConfig())
+    reference = MinhashDedupSignature(str(tmp_path), step.config, language=corpus.engine.steps._Words())
     gen = np.random.default_rng(0)
     grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17)]
     docs, rows = step.signatures(grams)
@@ -99,9 +100,9 @@ def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
     from datatrove.data import Document
     from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 
-    import corpus.steps
+    import corpus.engine.steps
 
-    monkeypatch.setattr(corpus.steps, "BATCH_DOCS", 4)
+    monkeypatch.setattr(corpus.engine.steps, "BATCH_DOCS", 4)
     gen = np.random.default_rng(1)
     grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17, 9, 2, 6)]
     texts = {f"doc {i}": g for i, g in enumerate(grams)}
@@ -110,8 +111,8 @@ def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
         def get_shingles(self, text):
             return texts[text].reshape(-1, 1)
 
-    ours = corpus.steps.Signatures(str(tmp_path / "ours"), DedupConfig())
-    reference = Reference(str(tmp_path / "reference"), ours.config, language=corpus.steps._Words())
+    ours = corpus.engine.steps.Signatures(str(tmp_path / "ours"), DedupConfig())
+    reference = Reference(str(tmp_path / "reference"), ours.config, language=corpus.engine.steps._Words())
     ours.run(Document(text=t, id=t, metadata={"grams": g}) for t, g in texts.items())
     reference.run(Document(text=t, id=t) for t in texts)
     files = sorted(p.relative_to(tmp_path / "reference") for p in (tmp_path / "reference").rglob("*.sig"))
@@ -123,11 +124,11 @@ def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
 def test_batched_signatures_modulus_edges(tmp_path):
     # Shingles whose products land on the Mersenne prime, just above it and at the top of uint64 exercise the
     # division-free modulus at its edges.
-    import corpus.steps
+    import corpus.engine.steps
 
-    step = corpus.steps.Signatures(str(tmp_path), DedupConfig())
+    step = corpus.engine.steps.Signatures(str(tmp_path), DedupConfig())
     a, b = step.parameters
-    prime = int(corpus.steps._MERSENNE_PRIME)
+    prime = int(corpus.engine.steps._MERSENNE_PRIME)
     edges = np.array([0, 1, prime - 1, prime, prime + 1, 2 * prime, 2**64 - 1], dtype=np.uint64)
     _, rows = step.signatures([edges[i:i + 1] for i in range(len(edges))])
     for x, signature in zip(edges.tolist(), rows, strict=True):

@@ -1,10 +1,10 @@
-"""corpus.plan: mixture in tokens, epoch caps with numbers, temperature with UniMax redistribution."""
+"""corpus.mixture.plan: mixture in tokens, epoch caps with numbers, temperature with UniMax redistribution."""
 
 from __future__ import annotations
 
 import pytest
 
-from corpus.plan import PlanError, SourceSupply, format_plan, parse_mix, plan_mixture
+from corpus.mixture.plan import PlanError, SourceSupply, format_plan, parse_mix, plan_mixture
 
 SUPPLY = [SourceSupply("bn/a", "bn", 100, 1_000_000), SourceSupply("bn/b", "bn", 50, 3_000_000),
           SourceSupply("en/wiki", "en", 500, 20_000_000)]

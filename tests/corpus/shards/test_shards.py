@@ -1,4 +1,4 @@
-"""corpus.shards: llm.c shard layout, headers, manifest round trip and verification."""
+"""corpus.shards.format: llm.c shard layout, headers, manifest round trip and verification."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from common.fileio import file_sha256
-from corpus.shards import (
+from corpus.shards.format import (
     HEADER_BYTES,
     Manifest,
     ShardError,

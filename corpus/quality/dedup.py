@@ -1,15 +1,15 @@
 """Exact and near-duplicate decisions, made the same way whatever the number of tasks.
 
-* Exact: a 16-byte hash of a document's case-folded words (``corpus.clean.Words.key``: case, punctuation and
+* Exact: a 16-byte hash of a document's case-folded words (``corpus.quality.clean.Words.key``: case, punctuation and
   spacing do not count).
-* Near: datatrove's multi-stage MinHash. Stage 1 (``corpus.steps.Signatures``) writes each task's signatures,
+* Near: datatrove's multi-stage MinHash. Stage 1 (``corpus.engine.steps.Signatures``) writes each task's signatures,
   split into ``num_buckets`` bands of ``hashes_per_bucket`` hashes, sorted; stage 2 (datatrove's
   ``MinhashDedupBuckets``, one task per band) merges the sorted files of a band and writes the pairs of
   documents whose band is equal. Both stream sorted files, so their memory does not grow with the corpus.
 * The clusters and the choice of the document to keep are ours (:func:`duplicates`): datatrove numbers a
   document by (task, position in the task) and keeps whichever document its union-find leaves at the root,
   both of which change with the number of tasks. Here a pair is first mapped to the documents' canonical ids
-  (``corpus.sources``), the clusters are the connected components of all pairs, and the document kept is the
+  (``corpus.read.sources``), the clusters are the connected components of all pairs, and the document kept is the
   one with the smallest canonical id (the first in corpus order); so is the one kept among exact duplicates.
   The components of "equal in some band" do not depend on how documents were split into tasks, so the
   decisions, and with them every output byte, are the same for any number of tasks and any executor.
@@ -38,7 +38,7 @@ class DedupConfig:
 def bands(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands b, hashes per band r) with b * r <= ``num_perm`` that minimise the mean of the false-positive
     area (similarity below ``threshold`` yet equal in a band: 1 - (1 - s^r)^b) and the false-negative area
-    above it. The same choice as datasketch's LSH (``tests/corpus/test_dedup.py`` compares them), computed
+    above it. The same choice as datasketch's LSH (``tests/corpus/quality/test_dedup.py`` compares them), computed
     here because importing ``datasketch.lsh`` costs a second of scipy start-up."""
     below, above = np.linspace(0, threshold, 1001), np.linspace(threshold, 1, 1001)
     best, error = (1, num_perm), float("inf")

@@ -2,15 +2,29 @@
 
 The same text weighs differently in each unit: Bengali takes three bytes per character, and a tokenizer that
 splits Bengali marks from their letters spends several tokens per word. A mixture balanced in one unit is
-therefore unbalanced in the others; this table is where that shows.
+therefore unbalanced in the others; this table is where that shows. A build measures its documents once
+(:class:`Sizes`, in ``corpus.mixture.prepare``); ``corpus plan``, ``corpus build`` and the report show those.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from corpus.prepare import Prepared
+from corpus.mixture.layout import DocTable, SourceIngest
 from fertility.totals import Totals
+
+
+@dataclass
+class Sizes:
+    """The kept corpus per source and per language, the training selection (documents repeated as planned) and
+    each language's validation documents, in every unit."""
+
+    corpus_by_source: dict[str, Totals]
+    corpus: dict[str, Totals]  # per language
+    train: dict[str, Totals]  # per language
+    validation: dict[str, Totals]
 
 
 def shares(totals: dict[str, Totals], tokenizer: str) -> dict[str, dict[str, float]]:
@@ -52,21 +66,32 @@ def group_totals(rows: np.ndarray, group: np.ndarray, names: list[str], *, chars
     return dict(sorted(out.items()))
 
 
-def measure_rows(prepared: Prepared, rows: np.ndarray, by: str) -> dict[str, Totals]:
+def measure_rows(table: DocTable, states: list[SourceIngest], compare_names: list[str], rows: np.ndarray,
+                 by: str) -> dict[str, Totals]:
     """Sizes of ``rows`` of the document table (repeats count again), per source (``by="source"``) or language."""
-    t = prepared.table
-    names = [s.name for s in prepared.states]
-    groups = t.source
+    names = [s.name for s in states]
+    groups = table.source
     if by == "language":
-        names = sorted({s.language for s in prepared.states})
-        lookup = np.array([names.index(s.language) for s in prepared.states], dtype=np.int64)
-        groups = lookup[t.source] if len(t.source) else t.source
-    return group_totals(rows, groups, names, chars=t.chars, bytes=t.bytes, tokens=t.tokens - 1, compare=t.compare,
-                        compare_names=prepared.compare_names)
+        names = sorted({s.language for s in states})
+        lookup = np.array([names.index(s.language) for s in states], dtype=np.int64)
+        groups = lookup[table.source] if len(table.source) else table.source
+    return group_totals(rows, groups, names, chars=table.chars, bytes=table.bytes, tokens=table.tokens - 1,
+                        compare=table.compare, compare_names=compare_names)
 
 
-def corpus_tables(prepared: Prepared) -> str:
+def measure(table: DocTable, states: list[SourceIngest], compare_names: list[str], val: dict[str, np.ndarray],
+            train_rows: np.ndarray) -> Sizes:
+    """Every table of :class:`Sizes`, each measured once."""
+    everything = np.arange(len(table.tokens))
+    return Sizes(
+        corpus_by_source=measure_rows(table, states, compare_names, everything, "source"),
+        corpus=measure_rows(table, states, compare_names, everything, "language"),
+        train=measure_rows(table, states, compare_names, train_rows, "language"),
+        validation={lang: measure_rows(table, states, compare_names, rows, "language").get(lang, Totals())
+                    for lang, rows in val.items()})
+
+
+def corpus_tables(sizes: Sizes, tokenizer: str) -> str:
     """The kept corpus per source and per language, as terminal tables."""
-    everything = np.arange(len(prepared.table.tokens))
-    return "\n\n".join(format_table(by, measure_rows(prepared, everything, by), prepared.tokenizer_name)
-                       for by in ("source", "language"))
+    return "\n\n".join(format_table(by, totals, tokenizer)
+                       for by, totals in (("source", sizes.corpus_by_source), ("language", sizes.corpus)))

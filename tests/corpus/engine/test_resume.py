@@ -1,7 +1,7 @@
 """Kill a build (SIGKILL to its whole process group) in the MinHash bucket stage and while packing, rerun the
 same command: only the remaining tasks run, and every output file is byte-identical to an uninterrupted build.
 
-The kills are deterministic: ``corpus.faults`` (``CORPUS_FAULT=STAGE:INDEX``) makes the build kill itself at
+The kills are deterministic: ``corpus.engine.faults`` (``CORPUS_FAULT=STAGE:INDEX``) makes the build kill itself at
 a chosen task, so nothing here waits on time.
 """
 
@@ -18,9 +18,9 @@ import pytest
 
 from corpus.build import staging_path
 from corpus.cli import main
-from corpus.faults import FAULT_ENV
+from corpus.engine.faults import FAULT_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _argv(sample_dir, out, workers):

@@ -18,16 +18,13 @@ from dataclasses import asdict, dataclass, field
 
 from common.cli import parse_lang_numbers
 from common.errors import InputError
+from corpus.config import PlanError
 
 # How far a language's share of the training tokens written may miss its planned share (absolute, as a
 # fraction of the training tokens) before the build warns (``--strict-mix``: refuses) and ``corpus inspect
 # --recount`` fails. Documents stay whole, so a small build misses by up to about half a document per source:
 # the 40,000-token sample build of tests/corpus/test_build.py (documents of ~1% of it) misses by 0.0034.
 SHARE_TOLERANCE = 0.01
-
-
-class PlanError(InputError):
-    """A mixture that cannot be planned: the message says which argument and what was expected."""
 
 
 @dataclass
@@ -84,7 +81,7 @@ def parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
-def check_languages(mix: dict[str, float], languages: set[str]) -> None:
+def _check_languages(mix: dict[str, float], languages: set[str]) -> None:
     """Every --mix language must have a source and every source language a share (it may be 0)."""
     unknown = sorted(set(mix) - languages)
     if unknown:
@@ -156,9 +153,10 @@ def _unimax_targets(shares: dict[str, float], available: dict[str, int], budget:
     return targets
 
 
-def check_budget(tokens: int, *, mix: dict[str, float] | None, temperature: float | None,
-                 max_epochs: float) -> None:
-    """The plan's numbers, which a build checks before any work: one of mix and temperature, all positive."""
+def check_mixture(tokens: int, *, mix: dict[str, float] | None, temperature: float | None, max_epochs: float,
+                  languages: set[str]) -> None:
+    """The plan's arguments, which a build checks before any work: one of mix and temperature, all numbers
+    positive, and a mix that gives each of the sources' ``languages`` a share and no other language one."""
     if (mix is None) == (temperature is None):
         raise PlanError("give exactly one of --mix and --temperature")
     if tokens <= 0:
@@ -167,16 +165,17 @@ def check_budget(tokens: int, *, mix: dict[str, float] | None, temperature: floa
         raise PlanError(f"--max-epochs must be > 0, got {max_epochs}")
     if temperature is not None and temperature <= 0:
         raise PlanError(f"--temperature must be > 0, got {temperature}")
+    if mix is not None:
+        _check_languages(mix, languages)
 
 
 def plan_mixture(supply: list[SourceSupply], tokens: int, *, mix: dict[str, float] | None = None,
                  temperature: float | None = None, max_epochs: float = 4.0) -> Plan:
     """Plan ``tokens`` training tokens over ``supply`` by an explicit ``mix`` or a ``temperature``."""
-    check_budget(tokens, mix=mix, temperature=temperature, max_epochs=max_epochs)
     available = _language_supply(supply)
+    check_mixture(tokens, mix=mix, temperature=temperature, max_epochs=max_epochs, languages=set(available))
     warnings: list[str] = []
     if mix is not None:
-        check_languages(mix, set(available))
         empty = sorted(lang for lang, share in mix.items() if share > 0 and available[lang] == 0)
         if empty:
             raise PlanError(f"{', '.join(empty)}: no tokens left after cleaning and dedup, but --mix gives a share")

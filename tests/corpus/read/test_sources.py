@@ -1,4 +1,4 @@
-"""corpus.sources.partition: every document read by exactly one task, the work dealt evenly, counters once."""
+"""corpus.read.sources.partition: every document read by exactly one task, the work dealt evenly, counters once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from corpus.sources import parse_source, partition
+from corpus.read.sources import parse_source, partition
 
 
 def _read(sources, rank, world_size, **kw):

@@ -2,7 +2,7 @@
 the same command gives the same bytes as a build never stopped; after `kill -9` of the build, no worker it
 started outlives it.
 
-Each test synchronises on a file the build writes where it stands (``corpus.faults``: ``CORPUS_PAUSE``
+Each test synchronises on a file the build writes where it stands (``corpus.engine.faults``: ``CORPUS_PAUSE``
 writes the pid of the process that reached the chosen stage and task, then waits there), never on time.
 """
 
@@ -20,9 +20,9 @@ import pytest
 from common.fileio import file_sha256
 from corpus.build import staging_path
 from corpus.cli import main
-from corpus.faults import PAUSE_ENV
+from corpus.engine.faults import PAUSE_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT_S = 300  # bounds on waiting for a file or a process: generous on a loaded 2-core machine, never reached
 
 

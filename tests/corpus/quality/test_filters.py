@@ -1,4 +1,4 @@
-"""corpus.filters: a quality filter is one registered class, and the settings, the command's flags, the build's
+"""corpus.quality.filters: a quality filter is one registered class, and the settings, the command's flags, the build's
 drop counts and its report follow from the registry."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from common import cli
-from corpus.clean import canonicalize
 from corpus.cli import main
-from corpus.filters import (
+from corpus.quality.clean import canonicalize
+from corpus.quality.filters import (
     FILTERS,
     CleanConfig,
     Option,
@@ -29,7 +29,7 @@ def digit_share(text: str) -> float:
     return sum(c.isdigit() for c in text) / max(len(text), 1)
 
 
-# The docs' example filter (corpus/filters.py's docstring), declared here and nowhere else.
+# The docs' example filter (corpus/quality/filters.py's docstring), declared here and nowhere else.
 TOO_MANY_DIGITS = PerDocument("too_many_digits", Option(
     "max_digit_share", 0.5, cli.share, "drop documents whose characters are more than this share digits"),
     digit_share)

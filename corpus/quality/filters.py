@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from common import cli
-from corpus.clean import (
+from corpus.quality.clean import (
     Words,
     canonicalize,
     ngram_hashes,
@@ -282,7 +282,7 @@ class CleanDocument:
 def clean_and_filter_batch(texts: list[str], language: str, config: CleanConfig,
                            counters: Counter) -> list[CleanDocument | None]:
     """Canonicalise many documents of one language and apply the filters; None for each one dropped, counted as
-    ``drop_<filter>`` in ``counters`` (with ``documents_in`` and what :func:`corpus.clean.canonicalize` changed)."""
+    ``drop_<filter>`` in ``counters`` (with ``documents_in`` and what :func:`corpus.quality.clean.canonicalize` changed)."""
     counters["documents_in"] += len(texts)
     cleaned = [canonicalize(text, counters) for text in texts]
     doc_words = words_batch(cleaned)

@@ -14,9 +14,9 @@ import multiprocess
 import pytest
 
 from corpus.build import BuildConfig, build
-from corpus.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
-from corpus.ingest import IngestConfig
-from corpus.sources import parse_source
+from corpus.config import IngestConfig
+from corpus.engine.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
+from corpus.read.sources import parse_source
 from fertility.text import iter_documents, parse_text_arg
 
 
@@ -164,7 +164,7 @@ def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, local_one, fa
 def test_waiting_for_a_slurm_stage(monkeypatch, queued, done_after, sleeps):
     # The build waits while the job array is queued or running and tasks are incomplete; it stops waiting
     # when they are all complete, or when the array has left the queue (the caller then names the failures).
-    import corpus.executors as ex
+    import corpus.engine.executors as ex
 
     class Stage:
         job_id, looked = "4242", 0
@@ -229,7 +229,7 @@ def test_a_single_parquet_file_is_filtered_by_language_score_too(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corpus.sources import partition
+    from corpus.read.sources import partition
 
     pq.write_table(pa.table({"text": ["এক দুই", None, "তিন চার", "পাঁচ ছয়"], "language_score": [0.9, 0.9, 0.5, 0.95]}),
                    tmp_path / "one.parquet")
@@ -257,7 +257,7 @@ class _FlakyRay:
 
 
 def test_a_ray_start_that_times_out_is_tried_again():
-    from corpus.executors import RAY_START_ATTEMPTS, _start_local_ray
+    from corpus.engine.executors import RAY_START_ATTEMPTS, _start_local_ray
 
     ray = _FlakyRay(failures=RAY_START_ATTEMPTS - 1)
     _start_local_ray(ray, 2)

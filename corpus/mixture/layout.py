@@ -1,18 +1,55 @@
 """Where each kept document goes, a deterministic function of the document table and the seed: the validation
-hold-out per language (stage 3 of a build), then, once the mixture is planned, the training selection (each
-source repeated per its planned epochs), shuffled together and packed into shards (stage 5)."""
+hold-out per language, then, once the mixture is planned, the training selection (each source repeated per its
+planned epochs), shuffled together and packed into shards. The table itself (:class:`DocTable`, with the
+counters of each source, :class:`SourceIngest`) is what the ingest hands on (:class:`Ingested`)."""
 
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from corpus.config import BuildConfig
-from corpus.ingest import DocTable, SourceIngest
-from corpus.plan import Plan, SourceSupply, share_misses
-from corpus.shards import ShardInfo
+from corpus.mixture.plan import Plan, SourceSupply, share_misses
+from corpus.shards.format import ShardInfo
+
+
+@dataclass
+class SourceIngest:
+    """A source's name, language and counters (documents in, each cleaning step, drops, bad lines, kept)."""
+
+    name: str
+    language: str
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DocTable:
+    """Every kept document, one row each, in canonical order; its tokens are in ``files[file]``."""
+
+    source: np.ndarray  # source index
+    file: np.ndarray  # index into ``files``
+    uid: np.ndarray  # canonical document id (corpus.read.sources)
+    start: np.ndarray  # offset of its first token in its token file
+    tokens: np.ndarray  # token count including the BOS
+    chars: np.ndarray
+    bytes: np.ndarray
+    compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
+    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys (corpus.quality.clean.Words.key)
+    files: list[str]  # token files, relative to the work folder
+
+    def where(self, mask: np.ndarray) -> DocTable:
+        """The rows where ``mask`` is true, in the same order."""
+        return DocTable(**{k: v if k == "files" else v[mask] for k, v in vars(self).items()})
+
+
+@dataclass
+class Ingested:
+    """What the ingest (``corpus.ingest``) hands on: each source's counters and the kept documents."""
+
+    states: list[SourceIngest]
+    table: DocTable
 
 
 def rng(seed: int, *keys: int) -> np.random.Generator:
@@ -131,7 +168,7 @@ def shortfalls(table: DocTable, states: list[SourceIngest], val: dict[str, np.nd
                train_rows: np.ndarray, config: BuildConfig) -> list[str]:
     """Where the selection breaks the promise per language, one line each: a language with documents but no
     validation document (each is longer than its hold-out budget), and a language whose share of the selected
-    training tokens misses the plan's by more than ``corpus.plan.SHARE_TOLERANCE``."""
+    training tokens misses the plan's by more than ``corpus.mixture.plan.SHARE_TOLERANCE``."""
     lines = []
     for language, rows in val.items():
         docs = _language_rows(table, states, language)
