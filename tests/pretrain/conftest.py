@@ -6,6 +6,7 @@ token streams for the mechanics tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +93,21 @@ def micro_config(data: Path, out: Path, *overrides: str):
                                  *overrides])
 
 
+def micro_runs(data: Path, root: Path, steps: int, *extra: str) -> Callable[[str], Path]:
+    """optimizer -> the folder of an uninterrupted micro run with it under ``root``, each made when first asked
+    (the reference that interrupted or distributed runs of a test module are compared with)."""
+    from pretrain.cli import main
+
+    made: dict[str, Path] = {}
+
+    def run(optimizer: str) -> Path:
+        if optimizer not in made:
+            made[optimizer] = root / f"reference-{optimizer}" / "run"
+            assert main(micro_args(data, made[optimizer], steps, *extra, "--optimizer", optimizer)) == 0
+        return made[optimizer]
+    return run
+
+
 class Micro:
     """Helpers handed to tests (with --import-mode=importlib a test module cannot import conftest)."""
 
@@ -100,6 +116,7 @@ class Micro:
     sha256 = SYNTHETIC_SHA
     overrides = MICRO_OVERRIDES
     args = staticmethod(micro_args)
+    runs = staticmethod(micro_runs)
     config = staticmethod(micro_config)
     write_synthetic = staticmethod(write_synthetic_shards)
     write_real = staticmethod(write_shard_set)

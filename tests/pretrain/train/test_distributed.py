@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from common.fileio import read_jsonl
-from pretrain.cli import main
 from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -21,14 +20,7 @@ STEPS = 8
 @pytest.fixture(scope="module")
 def one_process(micro, synthetic_shards, tmp_path_factory):
     """The 1-process run of each optimizer (made when first asked)."""
-    made = {}
-
-    def run(optimizer: str) -> Path:
-        if optimizer not in made:
-            made[optimizer] = tmp_path_factory.mktemp(f"one-{optimizer}") / "run"
-            assert main(micro.args(synthetic_shards, made[optimizer], STEPS, "--optimizer", optimizer)) == 0
-        return made[optimizer]
-    return run
+    return micro.runs(synthetic_shards, tmp_path_factory.mktemp("one"), STEPS)
 
 
 @pytest.mark.slow

@@ -29,14 +29,7 @@ OPTIMIZERS = ["adamw", "muon"]
 @pytest.fixture(scope="module")
 def references(micro, synthetic_shards, tmp_path_factory):
     """The uninterrupted run of each optimizer the interrupted ones are compared with (made when first asked)."""
-    made = {}
-
-    def reference(optimizer: str) -> Path:
-        if optimizer not in made:
-            made[optimizer] = tmp_path_factory.mktemp(f"reference-{optimizer}") / "run"
-            assert main(micro.args(synthetic_shards, made[optimizer], STEPS, *COMMON, "--optimizer", optimizer)) == 0
-        return made[optimizer]
-    return reference
+    return micro.runs(synthetic_shards, tmp_path_factory.mktemp("references"), STEPS, *COMMON)
 
 
 def assert_same_trajectory(run, reference) -> None:
