@@ -20,7 +20,7 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed browser
 
-# The report viewer's browser test (tests/fertility/test_viewer.py) needs Chromium and a font with Bengali
+# The report viewer's browser test (tests/fertility/present/test_viewer.py) needs Chromium and a font with Bengali
 # glyphs from the system's packages; CI runs as root on Debian. Skipped when present, or when not root.
 browser:
 	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=bn 2>/dev/null | grep -q .; then \
@@ -30,7 +30,7 @@ browser:
 			chromium fonts-beng-extra; \
 	else \
 		echo "chromium or a Bengali font is missing and apt-get as root is not available:" \
-			"tests/fertility/test_viewer.py will skip its browser test"; \
+			"tests/fertility/present/test_viewer.py will skip its browser test"; \
 	fi
 
 demo: install

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import fertility
 from common.fileio import atomic_write_text, read_json, write_json
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from fertility.text import TextSource, iter_documents
 
 BN = ["bn/blog-sachalayatan.txt.gz", "bn/poems-pd-banglakosh.txt.gz", "bn/literature-bnarchive.txt.gz"]

@@ -10,7 +10,7 @@ each, cut at a space), one request after another, until ``--seconds`` have passe
 200, or no answer), then checks the server still answers and stops it with SIGTERM (exit 143 expected).
 
 The peer, measured in the same run: the direct in-process call the app makes per request
-(``fertility.explorer.explore`` + its HTML and figures), one after another on the same texts. Ratios: the
+(``fertility.present.explorer.explore`` + its HTML and figures), one after another on the same texts. Ratios: the
 server's throughput over the direct calls' (1 = no cost of serving at all; the server has ``--workers``
 threads and the direct calls one), and the server's p50 latency over the direct call's median (with more
 clients than workers, queueing makes this about clients / workers).
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from fertility.explorer import explore
+from fertility.present.explorer import explore
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 

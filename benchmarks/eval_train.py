@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from fertility.premium import ParallelText, premium, read_parallel
 from fertility.text import TextError
 from fertility.tokenizers import load_tokenizer

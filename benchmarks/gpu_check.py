@@ -11,7 +11,8 @@ Stages, in order of priority, each writing its file in ``RESULTS_DIR`` atomicall
                                        compiled stage wrote nothing)
     hf MODE          hf.json           HF LlamaForCausalLM's step in MODE (eager, regional), one entry per mode
     ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each;
-                                       mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure
+                                       mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure;
+                                       muon: our step with Muon instead of AdamW (step time, peak memory)
     smoke            smoke.json        pretrain launch (supervisor, checkpoint), --resume, pretrain eval
     summary          summary.json      ours / fastest HF mode, micro-batch 32's peak memory, the table printed last
 
@@ -49,7 +50,7 @@ FILES = {"env": "environment.json", "ours": "ours.json", "hf": "hf.json", "smoke
          "summary": "summary.json"}
 # The A/B variants: what each changes in our step's settings (or HF compiled whole; not in the script's
 # default list: it is the slowest to compile and loses the flash kernel to an explicit mask).
-AB_VARIANTS = ("mb2x", "cudnn", "flash", "head128", "hf_whole")
+AB_VARIANTS = ("mb2x", "muon", "cudnn", "flash", "head128", "hf_whole")
 FITS_BYTES = 80 * 10**9  # an 80 GB GPU (H100): micro-batch 32's peak must stay below it
 NVIDIA_SMI_S = 5  # each nvidia-smi call's limit, well inside the env stage's
 
@@ -222,6 +223,8 @@ def _variant(name: str):
     s = settings()
     if name == "mb2x":
         return replace(s, micro_batch=2 * s.micro_batch)
+    if name == "muon":  # Muon on the blocks' matrices, AdamW on the rest, against ours (AdamW alone)
+        return replace(s, optimizer="muon")
     if name in ("cudnn", "flash"):
         return replace(s, sdpa_backend=name)
     if name == "head128":  # bangla-0.4b: 8 heads of 128 instead of 16 of 64
@@ -349,6 +352,7 @@ def stage_summary() -> None:
     modes = (hf or {}).get("modes", {})
     mb32 = ((ab or {}).get("variants") or {}).get("mb2x", {})
     mb32_peak = (mb32.get("result") or {}).get("peak_memory_bytes")
+    muon = (((ab or {}).get("variants") or {}).get("muon") or {}).get("result")
     fastest = max(modes, key=lambda m: modes[m]["tokens_per_s"]) if modes else None
     ratio = (ours["result"]["tokens_per_s"] / modes[fastest]["tokens_per_s"]) if ours and fastest else None
     summary = {"date": _now(), "commit": (env or {}).get("commit", os.environ.get("GIT_COMMIT") or "unknown"),
@@ -360,6 +364,8 @@ def stage_summary() -> None:
                "mb2x_micro_batch": (mb32.get("settings") or {}).get("micro_batch"),
                "mb2x_peak_memory_bytes": mb32_peak,
                "mb2x_fits_80GB": None if mb32_peak is None else mb32_peak < FITS_BYTES,
+               "muon_over_adamw_tokens_per_s": muon["tokens_per_s"] / ours["result"]["tokens_per_s"]
+               if muon and ours else None,
                "smoke_ok": (smoke or {}).get("ok")}
     _write("summary", summary)
 
@@ -389,6 +395,10 @@ def stage_summary() -> None:
         lines.append(f"  micro-batch {summary['mb2x_micro_batch']}: peak {_fmt(mb32_peak, '.1f', 1e-9, ' GB')}, "
                      f"{'n/a' if fits is None else 'fits' if fits else 'does NOT fit'} in 80 GB"
                      + (f" ({mb32['error']})" if "error" in mb32 else ""))
+    if summary["muon_over_adamw_tokens_per_s"] is not None:
+        lines.append(f"  Muon / AdamW tokens/s: {summary['muon_over_adamw_tokens_per_s']:.2f}x; peak memory "
+                     f"{_fmt(muon['peak_memory_bytes'], '.1f', 2**-30, 'G')} against "
+                     f"{_fmt(ours['result']['peak_memory_bytes'], '.1f', 2**-30, 'G')}")
     lines.append(f"  smoke (launch + supervisor, checkpoint, --resume, eval): "
                  f"{'ok' if summary['smoke_ok'] else 'FAILED or not run'}")
     missing = [f for n, f in FILES.items() if n != "summary" and not summary["files"][n]]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from corpus.shards import Manifest, read_shard
+from corpus.shards.format import Manifest, read_shard
 from pretrain.config import model_config
 from pretrain.model.gpt import GPT
 from pretrain.model.hf_llama import compare, to_hf, train_trajectories

@@ -1,51 +1,62 @@
 """Stage 1 of a build, before any work: every check that needs no ingest (the sources parse and can be read, the
 mixture names their languages, the plan's numbers are sane, every tokenizer loads and the build's has a BOS,
 the executor can be used, a --work-dir is a folder) and what OUT holds (the --out policy of ``common.outdir``,
-a rerun of a finished build, the shard set an --append adds to)."""
+a rerun of a finished build, the shard set an --append adds to). The result, :class:`~corpus.config.Checked`,
+is what the later stages use instead of checking again."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, is_ours
 from common.owned import check_claimable
-from corpus.config import BuildConfig, BuildError
-from corpus.executors import ExecutorConfig, check_executor
-from corpus.plan import check_budget, check_languages
-from corpus.shards import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
-from corpus.sources import check_sources, parse_source
-from corpus.staging import WORK_ROLE
-from fertility.text import TextSource
+from corpus.config import BuildConfig, BuildError, Checked
+from corpus.engine.executors import ExecutorConfig, check_executor
+from corpus.engine.staging import WORK_ROLE
+from corpus.mixture.plan import check_mixture
+from corpus.read.sources import check_sources, parse_source
+from corpus.shards.format import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
+from fertility.text import TextSource, input_paths
 from fertility.tokenizers import Tokenizer, load_tokenizer
 
 
-@dataclass
-class Checked:
-    """What :func:`check_inputs` found, so that the work does not load or parse it again."""
+def check_build(config: BuildConfig, out_dir: Path, executor: ExecutorConfig, work_dir: str | None, *,
+                append: bool, overwrite: bool) -> Checked:
+    """Stage 1 of ``corpus build``: :func:`check_inputs`, the --work-dir, and what OUT holds (``existing``, and
+    ``done`` when it is this very build)."""
+    checked = check_inputs(config, executor)
+    check_work_dir(work_dir, out_dir)
+    checked.existing, checked.done = check_out(out_dir, checked.info, config.arguments(), append=append,
+                                               overwrite=overwrite, inputs=input_paths(checked.sources))
+    return checked
 
-    sources: list[TextSource]
-    tokenizer: Tokenizer
-    info: TokenizerInfo
+
+def check_plan(config: BuildConfig, out_dir: str | Path | None, executor: ExecutorConfig,
+               work_dir: str | None) -> Checked:
+    """Stage 1 of ``corpus plan``: :func:`check_inputs`, the --work-dir, and the later build's --out, held to the
+    same policy now, so that it is refused before the ingest."""
+    checked = check_inputs(config, executor)
+    check_work_dir(work_dir, out_dir)
+    if out_dir is not None:
+        check_output_dir(out_dir, overwrite=True, inputs=input_paths(checked.sources))
+    return checked
 
 
-def check_inputs(config: BuildConfig, executor: ExecutorConfig | None = None) -> Checked:
+def check_inputs(config: BuildConfig, executor: ExecutorConfig) -> Checked:
     """Every check that needs no ingest, before any work: the sources parse (labels included) and can be read,
     the mixture names exactly their languages, the plan's numbers are sane, every tokenizer loads and the
     build's has a BOS, and the executor can be used."""
     sources = parse_sources(config.sources)
-    check_budget(config.tokens, mix=config.mix, temperature=config.temperature, max_epochs=config.max_epochs)
-    if config.mix is not None:
-        check_languages(config.mix, {s.lang for s in sources})
+    check_mixture(config.tokens, mix=config.mix, temperature=config.temperature, max_epochs=config.max_epochs,
+                  languages={s.lang for s in sources})
     tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
     info = tokenizer_info(tok, config.ingest.tokenizer)
     for spec in config.ingest.compare_tokenizers:  # loaded again by every ingest task; fail here, not there
         load_tokenizer(spec, config.ingest.tokenizer_dir)
     check_sources(sources, config.ingest.min_language_score)
-    if executor is not None:
-        check_executor(executor)
-    return Checked(sources, tok, info)
+    check_executor(executor)
+    return Checked(sources, tok, info, list(config.ingest.compare_tokenizers))
 
 
 def parse_sources(args: list[str]) -> list[TextSource]:

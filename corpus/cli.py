@@ -11,16 +11,16 @@ from pathlib import Path
 from common import cli as clihelp
 from common import paths
 from common.errors import InputError
-from corpus.build import BuildConfig, BuildError, build, plan_only
-from corpus.dedup import DedupConfig
-from corpus.executors import EXECUTORS, ExecutorConfig, SlurmConfig, StageError
-from corpus.filters import CleanConfig, options
-from corpus.ingest import IngestConfig
-from corpus.measure import corpus_tables
-from corpus.plan import SHARE_TOLERANCE, format_plan, parse_mix, planned_language_tokens, share_misses
-from corpus.shards import Manifest, ShardError
-from corpus.sources import parse_source
-from corpus.verify import check_decoded_text, format_summary, recount_languages, verify_shards
+from corpus.build import build, plan_only
+from corpus.config import BuildConfig, BuildError, IngestConfig
+from corpus.engine.executors import EXECUTORS, ExecutorConfig, SlurmConfig, StageError
+from corpus.mixture.measure import corpus_tables
+from corpus.mixture.plan import SHARE_TOLERANCE, format_plan, parse_mix, planned_language_tokens, share_misses
+from corpus.quality.dedup import DedupConfig
+from corpus.quality.filters import CleanConfig, options
+from corpus.read.sources import parse_source
+from corpus.shards.format import Manifest, ShardError
+from corpus.shards.verify import check_decoded_text, format_summary, recount_languages, verify_shards
 
 PROG = "corpus"
 
@@ -84,7 +84,7 @@ def _add_build_args(p: argparse.ArgumentParser, *, out_required: bool) -> None:
     p.add_argument("--max-chars", type=clihelp.positive_int, help="read only the first N characters of each source (whole documents)")
     p.add_argument("--unit-docs", type=clihelp.positive_int, default=1000,
                    help="documents per block when tasks split one file between them (default 1000)")
-    for option in options():  # the quality filters' settings (corpus.filters)
+    for option in options():  # the quality filters' settings (corpus.quality.filters)
         if option.flag:
             p.add_argument(option.flag_name, type=option.type, default=option.default, help=option.help)
     p.add_argument("--min-language-score", type=clihelp.share,
@@ -165,7 +165,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
     if prepared is None:
         print(f"{a.out}: already built with these arguments; nothing to do")
     else:
-        print(corpus_tables(prepared))
+        print(corpus_tables(prepared.sizes, prepared.checked.tokenizer.name))
         print()
         print(format_plan(prepared.plan))
         print()
@@ -177,7 +177,7 @@ def _cmd_build(a: argparse.Namespace) -> int:
 def _cmd_plan(a: argparse.Namespace) -> int:
     config = _config(a)
     prepared = plan_only(config, a.out, executor=_executor(a), work_dir=a.work_dir, strict_mix=a.strict_mix)
-    print(corpus_tables(prepared))
+    print(corpus_tables(prepared.sizes, prepared.checked.tokenizer.name))
     print()
     print(format_plan(prepared.plan))
     if a.json:

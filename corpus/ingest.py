@@ -2,12 +2,13 @@
 
 Stages, each a set of datatrove tasks exchanging files in the work folder (any fsspec URL):
 
-1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.steps`` read -> clean and filter ->
+1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.engine.steps`` read -> clean and filter ->
    tokenize and store -> MinHash signatures;
 2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets`` finds the pairs of documents
    equal in a band;
 3. then, in this process, a small reduce over per-document metadata: exact and near-duplicate decisions
-   (``corpus.dedup``) and the kept documents in canonical order (:class:`Ingested`).
+   (``corpus.quality.dedup``) and the kept documents in canonical order
+   (:class:`~corpus.mixture.layout.Ingested`).
 
 A task writes its files and then datatrove marks it complete; a rerun skips completed tasks, so a build
 killed in any stage finishes the remaining tasks only. The stage folders are named after the number of ingest
@@ -19,91 +20,25 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from common.errors import InputError
-from corpus.dedup import DedupConfig, exact_duplicates, minhash_config, near_duplicates
-from corpus.executors import ExecutorConfig, run_pipeline
-from corpus.filters import CleanConfig
-from corpus.progress import BuildStatus, StageWatcher
-from corpus.sources import check_sources
+from corpus.config import IngestConfig
+from corpus.engine.executors import ExecutorConfig, executor_session, quiet_logger, run_pipeline
+from corpus.engine.progress import BuildStatus, StageWatcher
+from corpus.engine.staging import FINGERPRINT_NAME
+from corpus.engine.steps import pipelines
+from corpus.mixture.layout import DocTable, Ingested, SourceIngest
+from corpus.quality.dedup import exact_duplicates, minhash_config, near_duplicates
 from fertility.text import TextSource
 
-FINGERPRINT_NAME = "ingest.json"
 IN_PROCESS_BUCKETS_BYTES = 256 * 2**20
 
 
 class IngestError(InputError):
     """A work folder that belongs to another build, or a source that cannot be read."""
-
-
-@dataclass
-class IngestConfig:
-    """Everything that decides the ingested documents (the executor and its number of workers do not)."""
-
-    tokenizer: str
-    tokenizer_dir: str | None = None
-    compare_tokenizers: list[str] = field(default_factory=list)
-    unit_docs: int = 1000  # documents per block when tasks split a file
-    bad_utf8: str = "fail"  # "fail" or "skip"
-    max_chars: int | None = None  # per source: keep the head of each source (whole documents)
-    min_language_score: float | None = None  # parquet sources with a language_score column (FineWeb-2)
-    clean: CleanConfig = field(default_factory=CleanConfig)
-    dedup: DedupConfig = field(default_factory=DedupConfig)
-
-
-@dataclass
-class SourceIngest:
-    """A source's name, language and counters (documents in, each cleaning step, drops, bad lines, kept)."""
-
-    name: str
-    language: str
-    counters: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class Ingested:
-    """Every kept document, one row each, in canonical order; its tokens are in ``token_files[file]``."""
-
-    states: list[SourceIngest]
-    token_files: list[str]  # relative to the work folder
-    file: np.ndarray
-    start: np.ndarray  # offset of its first token in its token file
-    uid: np.ndarray
-    source: np.ndarray
-    tokens: np.ndarray  # without BOS
-    chars: np.ndarray
-    bytes: np.ndarray
-    compare: np.ndarray  # (documents, comparison tokenizers)
-    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys (corpus.clean.Words.key)
-
-
-@dataclass
-class DocTable:
-    """Every kept document, one row each, in canonical order."""
-
-    source: np.ndarray  # source index
-    file: np.ndarray  # index into ``files``
-    uid: np.ndarray  # canonical document id (corpus.sources)
-    start: np.ndarray  # offset of its first token in its token file
-    tokens: np.ndarray  # token count including the BOS
-    chars: np.ndarray
-    bytes: np.ndarray
-    compare: np.ndarray  # (documents, comparison tokenizers) token counts, no BOS
-    keys: np.ndarray  # (documents, 16) uint8: exact-dedup keys
-    files: list[str]  # token files, relative to the work folder
-
-    @classmethod
-    def of(cls, got: Ingested) -> DocTable:
-        """The ingest's kept documents as rows of shards: each document's tokens count its BOS."""
-        return cls(source=got.source, file=got.file, uid=got.uid, start=got.start, tokens=got.tokens + 1,
-                   chars=got.chars, bytes=got.bytes, compare=got.compare, keys=got.keys, files=got.token_files)
-
-    def where(self, mask: np.ndarray) -> DocTable:
-        """The rows where ``mask`` is true, in the same order."""
-        return DocTable(**{k: v if k == "files" else v[mask] for k, v in vars(self).items()})
 
 
 def source_name(source: TextSource) -> str:
@@ -127,46 +62,30 @@ def _check_fingerprint(work_url: str, fingerprint: dict) -> None:
         json.dump(fingerprint, f, ensure_ascii=False, indent=1)
 
 
-def _stages(sources: list[TextSource], config: IngestConfig, stage_url: str):
-    from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets
-
-    from corpus.steps import CleanAndFilter, FaultPoint, ReadSources, Signatures, TokenizeAndStore
-
-    ingest = [
-        FaultPoint("ingest"),
-        ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
-                    bad_utf8=config.bad_utf8, min_language_score=config.min_language_score),
-        CleanAndFilter([s.lang for s in sources], config.clean, config.dedup.ngram, stage_url),
-        TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
-    ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
-    buckets = [FaultPoint("buckets"),
-               MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
-                                   config=minhash_config(config.dedup))]
-    return ingest, buckets
-
-
 def ingest(sources: list[TextSource], config: IngestConfig, work_url: str, tokenizer_sha: str,
            executor: ExecutorConfig, status: BuildStatus | None = None) -> Ingested:
-    """Run (or finish) the ingest stages in ``work_url`` and reduce their files to :class:`Ingested`."""
+    """Run (or finish) the ingest stages in ``work_url`` on ``executor`` and reduce their files to
+    :class:`~corpus.mixture.layout.Ingested`. The sources and the executor are those stage 1 checked."""
     work_url = str(work_url).rstrip("/")
     tasks = executor.ingest_tasks
-    check_sources(sources, config.min_language_score)
     _check_fingerprint(work_url, {"sources": [asdict(s) for s in sources], "config": asdict(config),
                                   "tokenizer_sha256": tokenizer_sha})
     stage_url = f"{work_url}/t{tasks}"
-    ingest_steps, bucket_steps = _stages(sources, config, stage_url)
+    ingest_steps, bucket_steps = pipelines(sources, config, stage_url)
     status = status if status is not None else BuildStatus()
-    for name, steps, n in (("ingest", ingest_steps, tasks),
-                           ("buckets", bucket_steps, minhash_config(config.dedup).num_buckets)):
-        if name == "buckets" and not config.dedup.near:
-            continue
-        logs = f"{stage_url}/logs/{name}"
-        stage_executor = executor
-        if name == "buckets" and _size(f"{stage_url}/minhash/signatures") < IN_PROCESS_BUCKETS_BYTES:
-            # Merging small signature files takes less time than starting a worker process (or Ray task) does.
-            stage_executor = replace(executor, kind="local", workers=1)
-        with StageWatcher(status, executor.status_file, stage_url, name, logs, n, show=executor.progress):
-            run_pipeline(stage_executor, steps, n, logs)
+    quiet_logger()
+    with executor_session(executor):
+        for name, steps, n in (("ingest", ingest_steps, tasks),
+                               ("buckets", bucket_steps, minhash_config(config.dedup).num_buckets)):
+            if name == "buckets" and not config.dedup.near:
+                continue
+            logs = f"{stage_url}/logs/{name}"
+            stage_executor = executor
+            if name == "buckets" and _size(f"{stage_url}/minhash/signatures") < IN_PROCESS_BUCKETS_BYTES:
+                # Merging small signature files takes less time than starting a worker process (or Ray task) does.
+                stage_executor = replace(executor, kind="local", workers=1)
+            with StageWatcher(status, executor.status_file, stage_url, name, logs, n, show=executor.progress):
+                run_pipeline(stage_executor, steps, n, logs)
     return _reduce(sources, config, stage_url, tasks)
 
 
@@ -222,6 +141,9 @@ def _reduce(sources: list[TextSource], config: IngestConfig, stage_url: str, tas
     kept = kept[np.argsort(cat["uid"][kept], kind="stable")]
     states = [SourceIngest(source_name(s), s.lang, {k: v for k, v in sorted(c.items()) if v or k == "bad_utf8"})
               for s, c in zip(sources, counters, strict=True)]
-    return Ingested(states=states, token_files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)],
-                    file=file[kept], start=start[kept], compare=compare[kept], keys=keys[kept],
-                    **{k: v[kept] for k, v in cat.items()})
+    # A document's tokens in a shard count its BOS, which the token files do not hold.
+    table = DocTable(source=cat["source"][kept], file=file[kept], uid=cat["uid"][kept], start=start[kept],
+                     tokens=cat["tokens"][kept] + 1, chars=cat["chars"][kept], bytes=cat["bytes"][kept],
+                     compare=compare[kept], keys=keys[kept],
+                     files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)])
+    return Ingested(states, table)

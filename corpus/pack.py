@@ -1,4 +1,4 @@
-"""Stage 6 of a build: write the shards of a :class:`~corpus.layout.Layout`, each document's BOS then its tokens
+"""Stage 5 of a build: write the shards of a :class:`~corpus.mixture.layout.Layout`, each document's BOS then its tokens
 read from the ingest's token files, in worker processes when there is enough to write. Every shard is written
 atomically and recorded in ``.pack.json`` as it finishes, so a rerun writes only the missing ones."""
 
@@ -17,23 +17,32 @@ import numpy as np
 from tqdm import tqdm
 
 from common.fileio import write_json
-from corpus.executors import ExecutorConfig, worker_pool
-from corpus.faults import kill_or_pause_if_asked
-from corpus.ingest import DocTable
-from corpus.layout import Layout, ShardJob
-from corpus.progress import BuildStatus, StageStatus
-from corpus.shards import ShardError, ShardInfo, TokenizerInfo, atomic_write_bytes, encode_shard, read_header
+from corpus.engine.executors import ExecutorConfig, worker_pool
+from corpus.engine.faults import kill_or_pause_if_asked
+from corpus.engine.progress import BuildStatus, StageStatus
+from corpus.mixture.layout import DocTable, Layout, ShardJob
+from corpus.mixture.prepare import Prepared
+from corpus.shards.format import (
+    ShardError,
+    ShardInfo,
+    TokenizerInfo,
+    atomic_write_bytes,
+    encode_shard,
+    read_header,
+)
 
 PACK_PROGRESS = ".pack.json"
 POOL_TOKENS = 20_000_000
 
 
-def write_layout(layout: Layout, table: DocTable, languages: list[str], out_dir: Path, work_url: str,
-                 tok: TokenizerInfo, dtype: str, executor: ExecutorConfig, status: BuildStatus) -> list[ShardInfo]:
-    """Write (or finish writing) every shard of ``layout`` into ``out_dir``; their records, in layout order.
-    ``languages[source index]`` names each document's language; ``status`` gains the packing stage."""
-    hashes = write_shards(layout.jobs, table, out_dir, work_url, tok, dtype, workers=executor.workers,
-                          progress=executor.progress, on_shard=pack_status(status, executor.status_file, layout.jobs))
+def write_layout(layout: Layout, prepared: Prepared, out_dir: Path, work_url: str, dtype: str,
+                 executor: ExecutorConfig, status: BuildStatus) -> list[ShardInfo]:
+    """Write (or finish writing) every shard of ``layout`` into ``out_dir``, from the documents of ``prepared``;
+    their records, in layout order. ``status`` gains the packing stage."""
+    table, languages = prepared.table, [s.language for s in prepared.states]
+    hashes = write_shards(layout.jobs, table, out_dir, work_url, prepared.checked.info, dtype,
+                          workers=executor.workers, progress=executor.progress,
+                          on_shard=pack_status(status, executor.status_file, layout.jobs))
     return [_shard_info(j, table, languages, hashes[j.file]) for j in layout.jobs]
 
 

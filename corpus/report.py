@@ -7,60 +7,30 @@ It shows what cleaning and dedup removed per source, the corpus side by side in 
 from __future__ import annotations
 
 import io
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from common.fileio import atomic_write_bytes, atomic_write_text, write_json
-from corpus.ingest import SourceIngest
-from corpus.layout import Layout
-from corpus.measure import measure_rows, shares
-from corpus.plan import Plan, format_plan
-from corpus.prepare import Prepared
-from corpus.shards import ShardInfo, TokenizerInfo
+from corpus.mixture.measure import shares
+from corpus.mixture.plan import format_plan
+from corpus.mixture.prepare import Prepared
+from corpus.shards.format import ShardInfo
 from fertility.totals import Totals
 
 REPORT_SCHEMA_VERSION = 1
-
-
-@dataclass
-class ReportInput:
-    """What the report shows, each table measured once by the build."""
-
-    tokenizer: TokenizerInfo
-    tokenizer_name: str
-    compare: list[str]
-    states: list[SourceIngest]
-    corpus_by_source: dict[str, Totals]
-    corpus: dict[str, Totals]  # per language
-    train: dict[str, Totals]  # per language, documents repeated as planned
-    validation: dict[str, Totals]
-    plan: Plan
-    new_shards: list[ShardInfo]  # the shards this build wrote
-    shards_in_manifest: int
-
-
-def report_input(prepared: Prepared, layout: Layout, new_shards: list[ShardInfo], shards_in_manifest: int) -> ReportInput:
-    """The report's tables, measured on the prepared documents and the layout the build wrote."""
-    everything = np.arange(len(prepared.table.tokens))
-    return ReportInput(
-        tokenizer=prepared.tokenizer, tokenizer_name=prepared.tokenizer_name, compare=prepared.compare_names,
-        states=prepared.states, corpus_by_source=measure_rows(prepared, everything, "source"),
-        corpus=measure_rows(prepared, everything, "language"),
-        train=measure_rows(prepared, layout.train_rows, "language"),
-        validation={lang: measure_rows(prepared, rows, "language").get(lang, Totals())
-                    for lang, rows in prepared.val.items()},
-        plan=prepared.plan, new_shards=new_shards, shards_in_manifest=shards_in_manifest)
 
 
 def _jsonable(totals: dict[str, Totals]) -> dict:
     return {k: asdict(v) for k, v in totals.items()}
 
 
-def report_dict(r: ReportInput) -> dict:
-    """Everything the report shows, as JSON-ready data."""
-    new_train = [s for s in r.new_shards if s.split == "train"]
+def report_dict(prepared: Prepared, new_shards: list[ShardInfo], shards_in_manifest: int) -> dict:
+    """Everything the report shows, as JSON-ready data: ``prepared`` (its sizes measured once) and the shards
+    this build wrote, ``new_shards``, of the ``shards_in_manifest``."""
+    sizes, tokenizer = prepared.sizes, prepared.checked.tokenizer.name
+    new_train = [s for s in new_shards if s.split == "train"]
     shard_tokens: dict[str, int] = {}
     for s in new_train:
         for lang, n in s.tokens_by_language.items():
@@ -68,20 +38,20 @@ def report_dict(r: ReportInput) -> dict:
     total = sum(shard_tokens.values())
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "tokenizer": asdict(r.tokenizer),
-        "compare_tokenizers": r.compare,
+        "tokenizer": asdict(prepared.checked.info),
+        "compare_tokenizers": prepared.checked.compare_names,
         "sources": [{"name": s.name, "language": s.language, "counters": dict(sorted(s.counters.items())),
-                     "kept": asdict(r.corpus_by_source[s.name])} for s in r.states],
-        "corpus": _jsonable(r.corpus),
-        "corpus_shares": shares(r.corpus, r.tokenizer_name),
-        "train": _jsonable(r.train),
-        "train_shares": shares(r.train, r.tokenizer_name),
-        "validation": _jsonable(r.validation),
-        "plan": r.plan.to_dict(),
+                     "kept": asdict(sizes.corpus_by_source[s.name])} for s in prepared.states],
+        "corpus": _jsonable(sizes.corpus),
+        "corpus_shares": shares(sizes.corpus, tokenizer),
+        "train": _jsonable(sizes.train),
+        "train_shares": shares(sizes.train, tokenizer),
+        "validation": _jsonable(sizes.validation),
+        "plan": prepared.plan.to_dict(),
         "shards": {"train_tokens_by_language": shard_tokens,
                    "train_shares_with_bos": {k: v / total for k, v in shard_tokens.items()} if total else {},
-                   "train_shards": len(new_train), "val_shards": len(r.new_shards) - len(new_train),
-                   "total_shards_in_manifest": r.shards_in_manifest},
+                   "train_shards": len(new_train), "val_shards": len(new_shards) - len(new_train),
+                   "total_shards_in_manifest": shards_in_manifest},
     }
 
 
@@ -97,13 +67,14 @@ def _md_table(title: str, totals: dict[str, Totals], label: str) -> list[str]:
     return lines + [""]
 
 
-def report_markdown(data: dict, r: ReportInput) -> str:
+def report_markdown(data: dict, prepared: Prepared) -> str:
     """The report as Markdown."""
-    tok = data["tokenizer"]
+    tok, sizes = data["tokenizer"], prepared.sizes
+    name, compare = prepared.checked.tokenizer.name, prepared.checked.compare_names
     lines = ["# Corpus build report", "",
              f"Tokenizer `{tok['spec']}` (sha256 `{tok['sha256'][:16]}…`, vocabulary {tok['vocab_size']:,}, "
-             f"BOS {tok['bos_id']}); `tokens:{r.tokenizer_name}` counts its tokens without BOS"
-             + (f"; comparison: {', '.join(f'`tokens:{c}`' for c in r.compare)}" if r.compare else "") + ".", "",
+             f"BOS {tok['bos_id']}); `tokens:{name}` counts its tokens without BOS"
+             + (f"; comparison: {', '.join(f'`tokens:{c}`' for c in compare)}" if compare else "") + ".", "",
              "## Cleaning and dedup per source", "",
              "| source | lang | " + " | ".join(_counter_keys(data)) + " |",
              "|---|---|" + "---:|" * len(_counter_keys(data))]
@@ -111,11 +82,11 @@ def report_markdown(data: dict, r: ReportInput) -> str:
         lines.append(f"| {s['name']} | {s['language']} | "
                      + " | ".join(f"{s['counters'].get(k, 0):,}" for k in _counter_keys(data)) + " |")
     lines += ["", "## The kept corpus, side by side (share of the column in brackets)", ""]
-    lines += _md_table("source", r.corpus_by_source, r.tokenizer_name)
-    lines += _md_table("language", r.corpus, r.tokenizer_name)
+    lines += _md_table("source", sizes.corpus_by_source, name)
+    lines += _md_table("language", sizes.corpus, name)
     lines += ["## The training split (documents repeated as planned)", ""]
-    lines += _md_table("language", r.train, r.tokenizer_name)
-    lines += ["## Plan", "", "```", format_plan(r.plan), "```", "",
+    lines += _md_table("language", sizes.train, name)
+    lines += ["## Plan", "", "```", format_plan(prepared.plan), "```", "",
               "## Shards", "",
               f"{data['shards']['train_shards']} training shards, shares with BOS: "
               + ", ".join(f"{k}={v:.4f}" for k, v in data["shards"]["train_shares_with_bos"].items())
@@ -161,10 +132,10 @@ def plot_shares(data: dict, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def write_report(out_dir: Path, r: ReportInput) -> dict:
+def write_report(out_dir: Path, prepared: Prepared, new_shards: list[ShardInfo], shards_in_manifest: int) -> dict:
     """Write ``report.json``, ``report.md`` and ``shares.png`` into ``out_dir``; returns the JSON data."""
-    data = report_dict(r)
+    data = report_dict(prepared, new_shards, shards_in_manifest)
     write_json(out_dir / "report.json", data)
-    atomic_write_text(out_dir / "report.md", report_markdown(data, r))
+    atomic_write_text(out_dir / "report.md", report_markdown(data, prepared))
     plot_shares(data, out_dir / "shares.png")
     return data

@@ -9,9 +9,9 @@
 
 from common.errors import InputError
 from fertility.analysis import Report, TokenizerReport, analyze
-from fertility.explorer import Exploration, show
-from fertility.metrics import Metrics
-from fertility.report import write_report
+from fertility.present.explorer import Exploration, show
+from fertility.present.report import write_report
+from fertility.scoring.metrics import Metrics
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
 from fertility.tokenizers import Tokenizer, TokenizerLoadError, load_tokenizer

@@ -14,17 +14,17 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from common.errors import InputError
-from fertility.balance import Balance, balance
 from fertility.graphemes import REGEX_VERSION, UNICODE_VERSION
-from fertility.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
 from fertility.premium import Fairness, ParallelError, ParallelMetrics, fairness, premium, read_parallel
-from fertility.sampling import BLOCK_CHARS, BlockStats, intervals, scaled
+from fertility.scoring.balance import Balance, balance
+from fertility.scoring.metrics import COUNT_FIELDS, Counts, Metrics, count_tokens, prepare_batch
+from fertility.scoring.sampling import BLOCK_CHARS, BlockStats, intervals, scaled
+from fertility.scoring.traps import Trap, find_traps
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import TextError, TextSource, check_distinct, check_source, cut_head, iter_documents
 from fertility.tokenizers import Tokenizer, load_tokenizer
 from fertility.totals import Totals
-from fertility.traps import Trap, find_traps
 
 SCHEMA_VERSION = 1
 BATCH_CHARS = 200_000
@@ -128,7 +128,7 @@ def analyze(
     ``texts[i]["bad_utf8"]``). Every input is checked before the work starts: all tokenizers are loaded, every
     text source is opened up to its first document, and the parallel files are read and aligned.
     ``detail_every=k`` analyses one block of text in ``k`` in detail and the rest for its totals only
-    (:mod:`fertility.sampling`); 1 (the default) analyses everything.
+    (:mod:`fertility.scoring.sampling`); 1 (the default) analyses everything.
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
@@ -211,7 +211,7 @@ def _add_samples(kept: list[str], docs: list[str]) -> None:
 
 def _sampled_blocks(docs: list[str], state: list[int], every: int) -> list[tuple[int, list[str]]]:
     """The documents of ``docs`` that fall in sampled blocks: (block index, documents) per block (see
-    fertility.sampling). A block that straddles two batches comes in two parts with the same index.
+    fertility.scoring.sampling). A block that straddles two batches comes in two parts with the same index.
 
     ``state`` is the language's [block index, characters in the current block], carried across batches.
     """

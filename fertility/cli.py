@@ -14,23 +14,14 @@ from common import paths
 from common.errors import InputError
 from common.outdir import check_output_dir
 from fertility.analysis import analyze
-from fertility.premium import FLORES_REFERENCE, FLORES_SPLITS, parallel_sources
-from fertility.report import terminal_table, write_report
+from fertility.premium import FLORES_REFERENCE, add_parallel_arguments, parallel_sources
+from fertility.present.report import terminal_table, write_report
 from fertility.text import BadUTF8Error, input_paths, parse_text_arg
 from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
 
 PROG = "fertility"
 # One block in 64 in detail keeps a report within 1.25x of the encoder's own time (benchmarks/bench_fertility.py).
 DEFAULT_DETAIL_EVERY = 64
-
-
-def add_parallel_arguments(p: argparse.ArgumentParser, *, parallel_help: str, flores_help: str) -> None:
-    """``--parallel LANG=PATH`` (repeated), ``--flores DIR`` and ``--flores-split``: the parallel text of every
-    command that takes one, read by :func:`fertility.premium.parallel_sources`."""
-    p.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
-                   help=parallel_help)
-    p.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder, help=flores_help)
-    p.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_parser(sub) -> None:
-    from fertility.serve import DEFAULT_HOST, DEFAULT_PORT, WORKERS
+    from fertility.present.serve import DEFAULT_HOST, DEFAULT_PORT, WORKERS
 
     srv = sub.add_parser("serve", help="the explorer: a local web app showing how tokenizers cut pasted text",
                          description="The explorer as a local web app: paste text or drop a file, choose tokenizers, "
@@ -89,7 +80,7 @@ def _add_serve_parser(sub) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """``fertility serve``: the tokenizers and the address are checked before it listens; runs until a signal."""
-    from fertility.serve import Shelf, serve
+    from fertility.present.serve import Shelf, serve
 
     serve(Shelf(args.tokenizer, args.tokenizer_dir), args.host, args.port, workers=args.workers)
     return 0

@@ -6,12 +6,14 @@ total tokens, and the median over sentences of the per-sentence token ratio (rob
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from common import paths
 from common.errors import InputError
 from fertility.text import Document, TextError, TextSource, iter_documents, parse_text_arg
 from fertility.tokenizers import Tokenizer
@@ -116,6 +118,16 @@ def parallel_sources(specs: Sequence[str], flores: str | Path | None, split: str
             raise InputError("--flores and --parallel: give one source of parallel text")
         parallel = flores_sources(flores, split)
     return parallel
+
+
+def add_parallel_arguments(p: argparse.ArgumentParser, *, parallel_help: str, flores_help: str) -> None:
+    """``--parallel LANG=PATH`` (repeated), ``--flores DIR`` and ``--flores-split``: the parallel text of every
+    command that takes one, read by :func:`parallel_sources`."""
+    p.add_argument("--parallel", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
+                   help=parallel_help)
+    p.add_argument("--flores", default=None, metavar="DIR", type=paths.input_folder, help=flores_help)
+    p.add_argument("--flores-split", default="devtest", choices=FLORES_SPLITS, help="the FLORES split to read")
+
 
 def premium(tok: Tokenizer, text: ParallelText, reference: str) -> dict[str, ParallelMetrics]:
     """Each language's chars/token and premium against ``reference`` on ``text``, under ``tok``."""

@@ -1,8 +1,8 @@
 """The sizes of a set of documents: how many, their characters, UTF-8 bytes and tokens.
 
-The analyzer keeps one per language, exact whatever share of it is analysed in detail (``fertility.sampling``);
+The analyzer keeps one per language, exact whatever share of it is analysed in detail (``fertility.scoring.sampling``);
 the corpus builder one per source, language and split, with the token counts of its comparison tokenizers
-beside the build's own (``corpus.measure``).
+beside the build's own (``corpus.mixture.measure``).
 """
 
 from __future__ import annotations

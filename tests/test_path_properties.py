@@ -237,9 +237,9 @@ COMMANDS = {
 @EXAMPLES
 @given(data=st.data())
 def test_nothing_planted_changes_and_no_traceback(command, data, shards, capfd, monkeypatch):
-    import fertility.serve
+    import fertility.present.serve
 
-    monkeypatch.setattr(fertility.serve, "serve", lambda *a, **k: None)  # `fertility serve` never listens
+    monkeypatch.setattr(fertility.present.serve, "serve", lambda *a, **k: None)  # `fertility serve` never listens
     module, argv = COMMANDS[command]
     check_command(importlib.import_module(module).main, lambda at: argv(data, at), shards, capfd)
 

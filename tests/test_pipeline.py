@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus.shards import Manifest, read_shard
+from corpus.shards.format import Manifest, read_shard
 from fertility.tokenizers import load_tokenizer
 
 pytestmark = pytest.mark.slow

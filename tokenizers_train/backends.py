@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from common.errors import InputError
 from common.fileio import read_json, write_json
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from tokenizers_train import graphemes, spm_convert
 from tokenizers_train.pretokenize import PHRASE_PATTERN, SCRIPT_AWARE_PATTERN, hf_pre_tokenizer, hf_split
 
@@ -164,7 +164,7 @@ def train_naive(vocab_size: int, lines: Lines, out_dir: Path, show_progress: boo
 
 
 def _byte_level(model, pattern: str = SCRIPT_AWARE_PATTERN) -> Tokenizer:
-    # No normalizer while training: the sample is already in corpus.normalize's form. _save_hf adds NFC.
+    # No normalizer while training: the sample is already in corpus.read.normalize's form. _save_hf adds NFC.
     tok = Tokenizer(model)
     tok.pre_tokenizer = hf_pre_tokenizer(pattern)
     tok.decoder = decoders.ByteLevel()
@@ -320,7 +320,7 @@ def padding(tokenizer_json: Path) -> int:
 
 def _save_hf(tok: Tokenizer, out_dir: Path) -> Path:
     """Write ``tok`` as ``out_dir/tokenizer.json``, with the NFC normaliser encoding needs."""
-    tok.normalizer = normalizers.NFC()  # = corpus.normalize, so encoding sees text as training did
+    tok.normalizer = normalizers.NFC()  # = corpus.read.normalize, so encoding sees text as training did
     path = out_dir / "tokenizer.json"
     tok.save(str(path))
     write_hf_config(path)
@@ -340,7 +340,7 @@ def write_hf_config(tokenizer_json: Path) -> None:
 
 
 def _train_spm(model_type: str, config: TrainConfig, lines: Lines, out_dir: Path) -> Path:
-    """sentencepiece on pre-normalised text with the identity rule, so that nothing but corpus.normalize ever
+    """sentencepiece on pre-normalised text with the identity rule, so that nothing but corpus.read.normalize ever
     touches the text: no NFKC, no whitespace collapsing, ZWNJ/ZWJ kept as characters; every character kept
     (coverage 1.0) and bytes as a fallback for characters never seen."""
     text_path = out_dir / "spm_input.txt"

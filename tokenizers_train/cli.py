@@ -21,8 +21,7 @@ from common import cli as clihelp
 from common import paths
 from common.errors import InputError
 from fertility import parse_text_arg
-from fertility.cli import add_parallel_arguments
-from fertility.premium import parallel_sources  # read as `fertility report` reads them
+from fertility.premium import add_parallel_arguments, parallel_sources  # as `fertility report` reads them
 from tokenizers_train.backends import (
     BACKENDS,
     MAX_VOCAB_SIZE,

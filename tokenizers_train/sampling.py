@@ -1,7 +1,7 @@
 """The training sample: per-language text, normalised once, a held-aside validation slice, balanced in characters.
 
 Inputs are streamed (``fertility.text.iter_documents``) and written, in the canonical form of
-``corpus.normalize``, to one plain-text file per language in a work folder; memory stays bounded by one
+``corpus.read.normalize``, to one plain-text file per language in a work folder; memory stays bounded by one
 document. Every ``1 / holdout``-th block of ``HOLDOUT_BLOCK`` consecutive documents of each source is held
 aside for validation (blocks, not single lines, so a validation paragraph's neighbours are not in training);
 a source of a single block is split instead, its last ``holdout`` share (at least one document) held aside.
@@ -12,7 +12,7 @@ least ``MIN_SOURCE_SHARE`` of it where it has that much held aside (:func:`valid
 the slice takes evenly spaced held blocks. Filled in the order given, ``en/*.txt.gz`` gave a slice of 28 %
 templated dialogue and 0.1 % Wikipedia, though Wikipedia is two thirds of the English text (issue 29). The
 slice must measure what the tokenizer generalises to, so a held-aside document that is an exact or near
-duplicate (MinHash, the corpus build's: :mod:`corpus.dedup`) of a training line is dropped from it
+duplicate (MinHash, the corpus build's: :mod:`corpus.quality.dedup`) of a training line is dropped from it
 (:func:`drop_duplicates_of_training`); templated dialogue repeats its lines across the whole file.
 
 Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
@@ -36,9 +36,9 @@ from tqdm.auto import tqdm
 
 from common.cli import check_label
 from common.errors import InputError
-from corpus.clean import ngram_hashes_batch, words_batch
-from corpus.dedup import DedupConfig, bands
-from corpus.normalize import normalize
+from corpus.quality.clean import ngram_hashes_batch, words_batch
+from corpus.quality.dedup import DedupConfig, bands
+from corpus.read.normalize import normalize
 from fertility.text import TextSource, iter_documents
 from tokenizers_train.graphemes import mark_chars
 
@@ -268,7 +268,7 @@ def drop_duplicates_of_training(held: Sequence[Sequence[str]], train_path: Path,
                                 config: DedupConfig) -> list[list[str]]:
     """``held`` (per source, held-aside documents) without those that a training line of ``train_path``
     duplicates: exactly (the corpus build's key: case, punctuation and spacing do not count) or nearly (equal
-    in one MinHash band of the corpus build's settings, :func:`corpus.dedup.bands`, i.e. a word 5-gram Jaccard
+    in one MinHash band of the corpus build's settings, :func:`corpus.quality.dedup.bands`, i.e. a word 5-gram Jaccard
     similarity around 0.8 or more). Streams the training text in batches; memory holds only the slice's
     signatures."""
     flat = [doc for docs in held for doc in docs]
@@ -302,7 +302,7 @@ def drop_duplicates_of_training(held: Sequence[Sequence[str]], train_path: Path,
 
 def _signer(config: DedupConfig):
     """The corpus build's MinHash stage (its hash parameters and numpy signature formula), writing nowhere."""
-    from corpus.steps import Signatures
+    from corpus.engine.steps import Signatures
 
     with tempfile.TemporaryDirectory() as unused:
         return Signatures(unused, config)

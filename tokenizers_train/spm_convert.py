@@ -1,6 +1,6 @@
 """A sentencepiece model (as ``backends`` trains it) rewritten as an HF ``tokenizer.json`` with the same ids.
 
-Only the settings ``backends._train_spm`` uses are handled: identity normalisation on ``corpus.normalize``d
+Only the settings ``backends._train_spm`` uses are handled: identity normalisation on ``corpus.read.normalize``d
 text (the HF file carries ``NFC``, the same function), no dummy prefix, no whitespace collapsing, whitespace
 as a ``▁`` prefix that starts a word, byte fallback, and the special tokens as user-defined symbols (HF:
 special added tokens, matched before the model as sentencepiece matches user-defined symbols). Unigram keeps
@@ -16,7 +16,7 @@ from pathlib import Path
 import sentencepiece as spm
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 
 SPACE = "\u2581"
 

@@ -16,7 +16,7 @@ The scorer is `pretrain.train.validation.score_ids`, the one the run's validatio
 run's held-out documents and ``--text`` on the same documents give the same bits per byte.
 
 Text is read with ``fertility`` (any format it reads: .txt/.jsonl/.parquet, gzipped, ``LANG=PATH:FIELD``)
-and put through ``corpus.normalize``, the cleaning the training shards had, unless ``normalize=False``;
+and put through ``corpus.read.normalize``, the cleaning the training shards had, unless ``normalize=False``;
 whichever text is scored, every model sees the same characters.
 """
 
@@ -93,7 +93,7 @@ def load_scorer(path: str | Path, device: str = "auto") -> Scorer:
 
 
 def _checkpoint_scorer(path: Path, dev: torch.device) -> Scorer:
-    from corpus.shards import ShardError, TokenizerInfo
+    from corpus.shards.format import ShardError, TokenizerInfo
     from pretrain.release.export import model_from_checkpoint
     from pretrain.train.checkpoint import load_checkpoint
 
@@ -135,7 +135,7 @@ def _hf_scorer(path: Path, dev: torch.device) -> Scorer:
 
 def read_texts(source: TextSource, max_chars: int | None = None, normalize: bool = True) -> list[str]:
     """The documents of ``source`` (the first ``max_chars`` characters' worth), cleaned like the shards."""
-    from corpus.normalize import normalize as clean
+    from corpus.read.normalize import normalize as clean
 
     docs = [d.text for d in iter_documents(source, max_chars=max_chars)]
     docs = [clean(d) for d in docs] if normalize else docs

@@ -24,14 +24,14 @@ from typing import Any
 import torch
 
 from common.fileio import write_json
-from corpus.shards import ShardError
-from corpus.verify import verify_shards
+from corpus.shards.format import ShardError
+from corpus.shards.verify import verify_shards
 from pretrain.guard import run_plan
 from pretrain.model.gpt import build_model, parameter_counts
 from pretrain.train import distributed
 from pretrain.train.checkpoint import load_checkpoint, rng_state, set_rng_state
 from pretrain.train.hardware import mfu
-from pretrain.train.optim import make_optimizer, train_step
+from pretrain.train.optim import clear_state, make_optimizer, train_step
 from pretrain.train.trainer import Trainer
 from pretrain.train.validation import text_tokens
 
@@ -129,7 +129,7 @@ def _timed_steps(trainer: Trainer, model, optimizer, steps: int) -> dict[str, An
 def _release_optimizer_state(trainer: Trainer) -> None:
     """Drop the gradients and the optimizer state (a resumed run's is reloaded after the burst)."""
     trainer.optimizer.zero_grad(set_to_none=True)
-    trainer.optimizer.state.clear()
+    clear_state(trainer.optimizer)
     gc.collect()
 
 
@@ -185,7 +185,7 @@ def check_tokenizer(ds, problems: list[str]) -> str:
 
 
 def check_shards(ds, problems: list[str]) -> str:
-    """Every shard against the manifest: header, size, count, documents and sha256 (`corpus.verify`)."""
+    """Every shard against the manifest: header, size, count, documents and sha256 (`corpus.shards.verify`)."""
     result = verify_shards(ds.path, ds.manifest, hashes=True, progress=False)
     problems.extend(f"{ds.path}: {p}" for p in result.problems)
     if not result.ok:

@@ -60,7 +60,7 @@ def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: in
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
-    from corpus.shards import TokenizerInfo, TokenizerMismatch
+    from corpus.shards.format import TokenizerInfo, TokenizerMismatch
     from fertility.tokenizers import HFTokenizer
 
     try:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import InputError
-from corpus.shards import MANIFEST_NAME, Manifest, ShardError, read_shard
+from corpus.shards.format import MANIFEST_NAME, Manifest, ShardError, read_shard
 
 
 class DataError(InputError):
@@ -105,7 +105,7 @@ def check_compatible(dataset: Dataset, vocab_size: int, *, tokenizer: str = "",
     """Refuse shards the model cannot train on, before any step runs.
 
     ``tokenizer`` is what the user says the data must be tokenized with (a spec or a sha256; a spec is loaded
-    and its file's hash compared, `corpus.shards.TokenizerInfo.load`);
+    and its file's hash compared, `corpus.shards.format.TokenizerInfo.load`);
     ``expected_sha256`` is the tokenizer a checkpoint was trained with (``expected_from`` names it).
     Also checks that the model's vocabulary holds the manifest's and every token id in the shards.
     """

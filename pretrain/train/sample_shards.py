@@ -1,4 +1,4 @@
-"""Small real shard sets from the sample text this repository ships, written in the `corpus.shards` layout
+"""Small real shard sets from the sample text this repository ships, written in the `corpus.shards.format` layout
 without `corpus build` (whose dedup needs datasketch): for the tests and for the GPU check's training smoke,
 which runs where neither `datasets` nor `datasketch` is installed.
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from common.fileio import file_sha256
-from corpus.normalize import normalize
-from corpus.shards import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
+from corpus.read.normalize import normalize
+from corpus.shards.format import Manifest, ShardInfo, TokenizerInfo, dtype_for_vocab, write_shard
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corpus.verify import documents
+from corpus.shards.verify import documents
 from pretrain.train.data import DataError, Dataset, TokenStream
 from pretrain.train.distributed import Runtime
 

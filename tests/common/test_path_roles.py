@@ -81,7 +81,8 @@ def test_every_module_that_declares_options_is_a_command_the_inventory_walks():
     covered |= {Path(module.__file__).resolve() for module, _ in COMMANDS.values()}
     declaring = {p.resolve() for package in PACKAGES for p in (ROOT / package).rglob("*.py")
                  if "add_argument(" in p.read_text(encoding="utf-8")}
-    declaring -= {ROOT / "common" / "cli.py", ROOT / "common" / "paths.py"}
+    # Helpers that add options to a parser a command passes them; the inventory walks them in those commands.
+    declaring -= {ROOT / "common" / "cli.py", ROOT / "common" / "paths.py", ROOT / "fertility" / "premium.py"}
     assert declaring <= covered, sorted(str(p.relative_to(ROOT)) for p in declaring - covered)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from corpus.build import BuildConfig, build
-from corpus.executors import ExecutorConfig
+from corpus.engine.executors import ExecutorConfig
 from fertility.text import iter_documents, parse_text_arg
 
 

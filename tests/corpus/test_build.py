@@ -14,11 +14,11 @@ import regex
 from common.errors import InputError
 from corpus.build import BuildConfig, BuildError, build, staging_path
 from corpus.cli import main
-from corpus.executors import ExecutorConfig
-from corpus.filters import CleanConfig, clean_document
-from corpus.ingest import IngestConfig
-from corpus.shards import Manifest, read_shard
-from corpus.verify import documents, verify_shards
+from corpus.config import IngestConfig
+from corpus.engine.executors import ExecutorConfig
+from corpus.quality.filters import CleanConfig, clean_document
+from corpus.shards.format import Manifest, read_shard
+from corpus.shards.verify import documents, verify_shards
 from fertility.text import iter_documents, parse_text_arg
 from fertility.tokenizers import load_tokenizer
 

@@ -13,12 +13,12 @@ import pytest
 
 from corpus.build import BuildConfig, build
 from corpus.cli import main
-from corpus.executors import ExecutorConfig
-from corpus.ingest import IngestConfig
-from corpus.keys import KEYS_NAME, load_keys
-from corpus.plan import SHARE_TOLERANCE
-from corpus.shards import Manifest, read_shard
-from corpus.verify import documents
+from corpus.config import IngestConfig
+from corpus.engine.executors import ExecutorConfig
+from corpus.mixture.plan import SHARE_TOLERANCE
+from corpus.shards.format import Manifest, read_shard
+from corpus.shards.keys import KEYS_NAME, load_keys
+from corpus.shards.verify import documents
 from fertility.tokenizers import load_tokenizer
 
 QUIET = ExecutorConfig(workers=1, progress=False)

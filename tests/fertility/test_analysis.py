@@ -3,11 +3,11 @@
 import pytest
 
 import fertility
-from fertility.balance import balance
-from fertility.metrics import Metrics
 from fertility.premium import ParallelError, premium, read_parallel
+from fertility.scoring.balance import balance
+from fertility.scoring.metrics import Metrics
+from fertility.scoring.traps import find_traps
 from fertility.scripts import SCRIPT_NAMES
-from fertility.traps import find_traps
 
 
 def test_analyze_raw_strings_per_language(gpt2, o200k, sample_dir):
@@ -126,7 +126,7 @@ def test_sampled_detail_keeps_exact_totals_and_states_its_error(gpt2, sample_dir
 
 def test_sampled_blocks_are_systematic_and_carry_across_batches():
     from fertility.analysis import _sampled_blocks
-    from fertility.sampling import BLOCK_CHARS
+    from fertility.scoring.sampling import BLOCK_CHARS
 
     docs = ["x" * (BLOCK_CHARS // 2)] * 12  # two documents per block: blocks 0..5
     state = [0, 0]
@@ -141,7 +141,7 @@ def test_sampled_blocks_are_systematic_and_carry_across_batches():
 
 
 def _one_script_counts(vocab_size: int, sid: int, chars: float, tokens: float):
-    from fertility.metrics import Counts
+    from fertility.scoring.metrics import Counts
 
     c = Counts(vocab_size)
     for name in ("chars", "graphemes", "bytes", "words", "word_tokens", "boundaries", "pretokens"):
@@ -152,7 +152,7 @@ def _one_script_counts(vocab_size: int, sid: int, chars: float, tokens: float):
 
 
 def test_a_quantity_held_by_one_sampled_block_has_no_interval():
-    from fertility.sampling import BlockStats
+    from fertility.scoring.sampling import BlockStats
 
     greek, latin = SCRIPT_NAMES.index("Greek"), SCRIPT_NAMES.index("Latin")
     stats = BlockStats()
@@ -194,7 +194,7 @@ def test_sampled_intervals_cover_exact_mode_on_real_text(gpt2, sample_dir):
 
 
 def test_an_estimate_without_an_interval_says_so_in_the_tables():
-    from fertility.report import _estimate
+    from fertility.present.report import _estimate
 
     m = Metrics(chars=30, tokens=10, sample_share=0.25, ci95={"chars_per_token": None, "tokens_per_word": 0.5})
     assert _estimate(m, "chars_per_token", "{:.2f}") == "3.00 ±?"

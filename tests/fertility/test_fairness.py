@@ -63,7 +63,7 @@ def test_fairness_table_for_four_languages_in_json_md_and_html(parallel_files, t
     page = (out / "report.html").read_text()
     assert "<table class='fairness'>" in page and "&lt;b&gt;gpt2&lt;/b&gt; &amp; co" in page
     assert "<b>gpt2</b>" not in page
-    assert "FAIRNESS o200k_base (parallel text, vs en): max premium" in fertility.report.terminal_table(report)
+    assert "FAIRNESS o200k_base (parallel text, vs en): max premium" in fertility.present.report.terminal_table(report)
 
 
 def test_no_fairness_table_without_parallel_text(o200k, tmp_path):

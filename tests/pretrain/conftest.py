@@ -1,4 +1,4 @@
-"""Small real shard sets for the pretraining tests, written in the `corpus.shards` layout.
+"""Small real shard sets for the pretraining tests, written in the `corpus.shards.format` layout.
 
 Real sample text tokenized with the shipped GPT-2 tokenizer (`pretrain.train.sample_shards`), and synthetic
 token streams for the mechanics tests.
@@ -6,13 +6,14 @@ token streams for the mechanics tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
+from corpus.shards.format import Manifest, ShardInfo, TokenizerInfo, write_shard
 from pretrain.train.sample_shards import write_shard_set
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +93,25 @@ def micro_config(data: Path, out: Path, *overrides: str):
                                  *overrides])
 
 
+def micro_runs(data: Path, root: Path, steps: int, *extra: str) -> Callable[[str], Path]:
+    """optimizer -> the folder of an uninterrupted micro run with it under ``root``, each made when first asked
+    (the reference that interrupted or distributed runs of a test module are compared with)."""
+    from pretrain.cli import main
+
+    made: dict[str, Path] = {}
+
+    def run(optimizer: str) -> Path:
+        if optimizer not in made:
+            made[optimizer] = root / f"reference-{optimizer}" / "run"
+            assert main(micro_args(data, made[optimizer], steps, *extra, "--optimizer", optimizer)) == 0
+        return made[optimizer]
+    return run
+
+
+# The 1-process reference of the runs on several hosts or Slurm nodes: 8 steps, checkpoints at steps 4 and 8.
+REFERENCE_STEPS, REFERENCE_ARGS = 8, ("--set", "train.checkpoint_interval=4", "--optimizer", "adamw")
+
+
 def assert_same_run(run: Path, reference: Path, steps: int) -> None:
     """``run`` trained ``steps`` steps with the same loss, gradient norm and learning rate at every step as
     ``reference``, bit for bit, and ends with the same weights (runs of 2 DDP processes at the reference's
@@ -117,10 +137,12 @@ class Micro:
     sha256 = SYNTHETIC_SHA
     overrides = MICRO_OVERRIDES
     args = staticmethod(micro_args)
+    runs = staticmethod(micro_runs)
     config = staticmethod(micro_config)
     write_synthetic = staticmethod(write_synthetic_shards)
     write_real = staticmethod(write_shard_set)
     assert_same_run = staticmethod(assert_same_run)
+    reference_steps, reference_args = REFERENCE_STEPS, REFERENCE_ARGS
 
 
 @pytest.fixture(scope="session")
@@ -128,18 +150,12 @@ def micro() -> type[Micro]:
     return Micro
 
 
-ONE_PROCESS_STEPS = 8
-
-
 @pytest.fixture(scope="session")
-def one_process(micro, synthetic_shards, tmp_path_factory) -> Path:
-    """A micro run of 8 steps in one process, checkpoints at steps 4 and 8: what runs of several processes, hosts
-    or Slurm nodes at the same global batch are compared with (tests that write into it copy it first)."""
-    from pretrain.cli import main
-
-    run = tmp_path_factory.mktemp("one") / "run"
-    assert main(micro.args(synthetic_shards, run, ONE_PROCESS_STEPS, "--set", "train.checkpoint_interval=4")) == 0
-    return run
+def one_process_reference(micro, synthetic_shards, tmp_path_factory) -> Path:
+    """The micro run of ``Micro.reference_steps`` steps in one process with ``Micro.reference_args``: what runs of
+    several hosts or Slurm nodes at the same global batch are compared with (tests that write into it copy it
+    first)."""
+    return micro.runs(synthetic_shards, tmp_path_factory.mktemp("one"), REFERENCE_STEPS, *REFERENCE_ARGS[:2])("adamw")
 
 
 @pytest.fixture(scope="module")

@@ -100,6 +100,18 @@ CASES: dict[str, Case] = {
     "launch --set n_head 3": lambda e: (launch(e, "--set", "model.n_head=3"), ["--set", "n_head"]),
     "launch --set unknown field": lambda e: (launch(e, "--set", "train.max_step=3"), ["max_step"]),
     "launch --set schedule": lambda e: (launch(e, "--set", "optim.schedule=linear"), ["schedule", "linear"]),
+    "launch --set optim.name unknown": lambda e: (launch(e, "--set", "optim.name=lion"),
+                                                  ["optim.name", "adamw, muon", "lion"]),
+    "launch --optimizer unknown": lambda e: (launch(e, "--optimizer", "lion"), ["--optimizer", "lion"]),
+    "launch --set muon_adjust_lr_fn": lambda e: (launch(e, "--set", "optim.muon_adjust_lr_fn=spectral"),
+                                                 ["optim.muon_adjust_lr_fn", "match_rms_adamw", "spectral"]),
+    "launch --set muon_ns_steps 100": lambda e: (launch(e, "--set", "optim.muon_ns_steps=100"),
+                                                 ["optim.muon_ns_steps", "100"]),
+    "launch muon with FSDP2": lambda e: (launch(e, "--optimizer", "muon", "--set", "train.fsdp=yes"),
+                                         ["optim.name=muon", "train.fsdp=yes", "train.fsdp=no"]),
+    "launch config JSON muon with FSDP2": lambda e: (
+        launch(e, "--config", str(e.config("cfg.json", 512, optim={"name": "muon"}, train={"fsdp": "yes"}))),
+        ["cfg.json", "optim.name=muon", "train.fsdp=yes"]),
     "launch batch not a multiple of the context": lambda e: (launch(e, "--global-batch-tokens", "100"),
                                                              ["train.global_batch_tokens", "100"]),
     "launch --max-steps 0 without a budget": lambda e: (launch(e, "--max-steps", "0"), ["--max-steps 0"]),
@@ -155,6 +167,7 @@ CASES: dict[str, Case] = {
     "bench --micro-batch 0": lambda e: (["bench", "--micro-batch", "0"], ["--micro-batch"]),
     "bench --vocab-size 1.5": lambda e: (["bench", "--vocab-size", "1.5"], ["--vocab-size"]),
     "bench --config unknown": lambda e: (["bench", "--config", "huge"], ["--config", "huge"]),
+    "bench --optimizer unknown": lambda e: (["bench", "--optimizer", "lion"], ["--optimizer", "lion"]),
     # --- eval --out: never a file of a run or shard folder other than its own (issue 28, defect 5) -------------
     "eval --out the run's config.json --overwrite": lambda e: (
         ["eval", "--run", str(e.trained()), "--out", str(e.root / "run" / "config.json"), "--overwrite"],

@@ -7,7 +7,7 @@ from tokenizers import Tokenizer, models
 from transformers import PreTrainedTokenizerFast
 
 import fertility
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from tokenizers_train import backends, spm_convert
 
 

@@ -4,7 +4,7 @@ import pytest
 from tokenizers import Tokenizer, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from fertility.tokenizers.hf import bytes_to_unicode
 from tokenizers_train import backends, graphemes
 from tokenizers_train.run import resolve_train

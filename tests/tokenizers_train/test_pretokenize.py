@@ -4,7 +4,7 @@ import pytest
 import regex
 from tokenizers import pre_tokenizers
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from tokenizers_train.pretokenize import (
     GPT2_PATTERN,
     PHRASE_PATTERN,

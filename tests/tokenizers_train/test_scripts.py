@@ -9,7 +9,7 @@ import pytest
 import regex
 from tokenizers import Tokenizer
 
-from corpus.normalize import normalize
+from corpus.read.normalize import normalize
 from fertility.tokenizers.hf import bytes_to_unicode
 from tokenizers_train import backends, graphemes
 from tokenizers_train.pretokenize import (

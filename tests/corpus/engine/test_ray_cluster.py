@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus.faults import PAUSE_ENV
+from corpus.engine.faults import PAUSE_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 600  # a build that outlives it fails the test instead of hanging it

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from common.fileio import write_json
-from corpus.normalize import normalize
-from corpus.shards import Manifest, ShardInfo, TokenizerInfo, write_shard
+from corpus.read.normalize import normalize
+from corpus.shards.format import Manifest, ShardInfo, TokenizerInfo, write_shard
 from fertility.text import iter_documents
 from pretrain import cli
 from pretrain.config import SupervisorConfig, preset
@@ -302,7 +302,7 @@ BYTE_BOS = 0  # NUL never occurs in the text, so it can stand for BOS
 
 
 def write_byte_shards(out: Path, sample_dir: Path) -> Path:
-    """Real sample text (Bangla and English) as UTF-8 bytes, in the `corpus.shards` layout and manifest.
+    """Real sample text (Bangla and English) as UTF-8 bytes, in the `corpus.shards.format` layout and manifest.
 
     Bytes keep the vocabulary at 256, so a `tiny` step takes milliseconds and a whole faulty run a few seconds.
     """

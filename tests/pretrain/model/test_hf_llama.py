@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from common.errors import OutputPathError
-from corpus.shards import Manifest, read_shard
+from corpus.shards.format import Manifest, read_shard
 from fertility.text import iter_documents
 from fertility.tokenizers import load_tokenizer
 from pretrain import cli

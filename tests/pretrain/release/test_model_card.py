@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from corpus.shards import Manifest
+from corpus.shards.format import Manifest
 from pretrain.cli import main
 from pretrain.model.gpt import GPTConfig, parameter_counts
 from pretrain.release.model_card import matching_evaluation

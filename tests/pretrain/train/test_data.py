@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from corpus.shards import read_shard
+from corpus.shards.format import read_shard
 from pretrain.train.data import BatchSampler, DataError, check_compatible, open_dataset
 
 

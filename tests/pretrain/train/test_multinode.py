@@ -31,8 +31,6 @@ from pretrain.cli import main
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 8  # what the `one_process` run trains
-ARGS = ("--set", "train.checkpoint_interval=4")  # as `one_process`: checkpoints at steps 4 and 8
 AGENT_TIMEOUT_S = 300  # a hung agent fails the test instead of hanging it
 
 
@@ -82,21 +80,21 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_one_process_checkpoint_resumes_on_two_nodes(micro, synthetic_shards, one_process, tmp_path):
+def test_a_one_process_reference_checkpoint_resumes_on_two_nodes(micro, synthetic_shards, one_process_reference, tmp_path):
     run = tmp_path / "run"
-    shutil.copytree(one_process, run)
+    shutil.copytree(one_process_reference, run)
     step4 = run / "checkpoints" / "step_00000004.pt"
     assert load_checkpoint(step4)["world_size"] == 1
-    run_agents(micro.args(synthetic_shards, run, STEPS, *ARGS, "--resume-from", str(step4)), tmp_path)
+    run_agents(micro.args(synthetic_shards, run, micro.reference_steps, *micro.reference_args, "--resume-from", str(step4)), tmp_path)
     assert [r["gen"] for r in read_jsonl(run / "metrics.jsonl")][-1] == 2  # steps 5-8 trained again, on 2 nodes
     assert load_checkpoint(latest_checkpoint(run))["world_size"] == 2
-    micro.assert_same_run(run, one_process, STEPS)
+    micro.assert_same_run(run, one_process_reference, micro.reference_steps)
 
 
 @pytest.mark.slow
-def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process(micro, synthetic_shards, one_process, tmp_path):
+def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process_reference(micro, synthetic_shards, one_process_reference, tmp_path):
     run = tmp_path / "run"
-    launch = micro.args(synthetic_shards, run, STEPS, *ARGS)
+    launch = micro.args(synthetic_shards, run, micro.reference_steps, *micro.reference_args)
     # Node 1's trainer stops answering before step 7 (`hang` changes no number), so the kill lands there, after
     # the checkpoint of step 4, whatever the machine's load; node 0's waits for it in the step's all-reduce.
     agents = start_agents(launch, tmp_path, extra={1: ["--inject-fault", "hang@7"]})
@@ -118,4 +116,4 @@ def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process(micro, synthe
 
     assert main([*launch, "--resume"]) == 0  # on one process
     assert [r["gen"] for r in read_jsonl(run / "metrics.jsonl")] == [1] * 4 + [2] * 4
-    micro.assert_same_run(run, one_process, STEPS)
+    micro.assert_same_run(run, one_process_reference, micro.reference_steps)

@@ -16,11 +16,10 @@ from common.fileio import read_jsonl
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS = 8  # what the `one_process` run trains
 
 
 @pytest.mark.slow
-def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process(micro, synthetic_shards, one_process, slurm_cluster,
+def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process_reference(micro, synthetic_shards, one_process_reference, slurm_cluster,
                                                                tmp_path):
     run, log = tmp_path / "run", tmp_path / "job.log"
     with socket.socket() as s:
@@ -31,10 +30,10 @@ def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process(micro, synthetic_s
                                             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     argv = ["sbatch", "--parsable", f"--partition={slurm_cluster.partition}", f"--output={log}",
             str(ROOT / "scripts" / "slurm-pretrain.sbatch"),
-            *micro.args(synthetic_shards, run, STEPS, "--set", "train.checkpoint_interval=4")]
+            *micro.args(synthetic_shards, run, micro.reference_steps, *micro.reference_args)]
     job = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
     state = slurm_cluster.wait_job(job, timeout=600)
     assert state == "COMPLETED", (state, log.read_text()[-3000:] if log.exists() else "")
-    assert len(read_jsonl(run / "metrics.jsonl")) == STEPS  # only rank 0 writes
+    assert len(read_jsonl(run / "metrics.jsonl")) == micro.reference_steps  # only rank 0 writes
     assert load_checkpoint(latest_checkpoint(run))["world_size"] == 2
-    micro.assert_same_run(run, one_process, STEPS)
+    micro.assert_same_run(run, one_process_reference, micro.reference_steps)

@@ -9,7 +9,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from corpus.verify import documents
+from corpus.shards.verify import documents
 from pretrain.train.data import open_dataset
 
 

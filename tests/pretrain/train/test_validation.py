@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from corpus.verify import documents
+from corpus.shards.verify import documents
 from fertility.tokenizers import load_tokenizer
 from pretrain.cli import main
 from pretrain.model.gpt import GPT, GPTConfig

@@ -1,0 +1,1 @@
+"""What a document must pass: cleaning, the quality filters and deduplication."""
