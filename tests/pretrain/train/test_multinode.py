@@ -80,7 +80,7 @@ def children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_one_process_reference_checkpoint_resumes_on_two_nodes(micro, synthetic_shards, one_process_reference, tmp_path):
+def test_a_one_process_checkpoint_resumes_on_two_nodes(micro, synthetic_shards, one_process_reference, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(one_process_reference, run)
     step4 = run / "checkpoints" / "step_00000004.pt"
@@ -92,7 +92,8 @@ def test_a_one_process_reference_checkpoint_resumes_on_two_nodes(micro, syntheti
 
 
 @pytest.mark.slow
-def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process_reference(micro, synthetic_shards, one_process_reference, tmp_path):
+def test_a_killed_rank_stops_the_run_and_it_resumes_on_one_process(micro, synthetic_shards, one_process_reference,
+                                                                     tmp_path):
     run = tmp_path / "run"
     launch = micro.args(synthetic_shards, run, micro.reference_steps, *micro.reference_args)
     # Node 1's trainer stops answering before step 7 (`hang` changes no number), so the kill lands there, after

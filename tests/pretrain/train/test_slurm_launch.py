@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow
-def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process_reference(micro, synthetic_shards, one_process_reference, slurm_cluster,
-                                                               tmp_path):
+def test_sbatch_srun_torchrun_on_two_nodes_equals_one_process(micro, synthetic_shards, one_process_reference,
+                                                              slurm_cluster, tmp_path):
     run, log = tmp_path / "run", tmp_path / "job.log"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
