@@ -1,7 +1,7 @@
 """Run configuration: one dataclass per concern (model, optimiser, data, training, supervisor), the named presets
-(:data:`PRESETS`) and the learning-rate schedules (:data:`SCHEDULES`): each is the one table that validation,
-``--help``, the command-line choices and the model card read, so adding a preset or a schedule touches this
-file only.
+(:data:`PRESETS`), the optimizers (:data:`OPTIMIZERS`) and the learning-rate schedules (:data:`SCHEDULES`): each
+is the one table that validation, ``--help``, the command-line choices, the memory plan and the model card read,
+so adding a preset, an optimizer or a schedule touches this file only.
 
 A run is fully described by a :class:`RunConfig`; it is saved as ``RUN/config.json`` and inside every
 checkpoint, and ``--resume`` reads it back, so a resumed run cannot silently change its shape or schedule.
@@ -22,17 +22,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from common import cli
 from common.errors import InputError
-from pretrain.model.gpt import GPTConfig, pad_vocab
+from pretrain.model.gpt import GPTConfig, pad_vocab, parameter_counts
 
 ModelConfig = GPTConfig
 
 
 @dataclass
 class OptimConfig:
-    """AdamW and the learning-rate schedule: linear warmup, then one of :data:`SCHEDULES`."""
+    """The optimizer (one of :data:`OPTIMIZERS`) and the learning-rate schedule: linear warmup, then one of
+    :data:`SCHEDULES`. ``lr`` and the AdamW fields are AdamW's, which trains every parameter under ``adamw`` and
+    the embeddings, the head and the norms under ``muon``; the ``muon_`` fields are Muon's, on the 2-D matrices
+    inside the blocks. Every group follows the same schedule: its rate at a step is its own peak (``lr`` or
+    ``muon_lr``) times the schedule's multiplier of that step."""
 
+    name: str = "adamw"  # a name in OPTIMIZERS
     lr: float = 3e-4
     min_lr_ratio: float = 0.1  # the schedule ends at lr * min_lr_ratio
     warmup_steps: int = 700
@@ -47,8 +54,22 @@ class OptimConfig:
     # replan_lr it had there down to the floor at the new max_steps (pretrain.train.optim.lr_at). 0: never.
     replan_step: int = 0
     replan_lr: float = 0.0
+    # Muon (torch.optim.Muon) on the blocks' matrices under name "muon"; ignored by "adamw".
+    muon_lr: float = 0.02  # peak rate of the Muon group (modded-nanogpt's and Keller Jordan's 0.02)
+    muon_momentum: float = 0.95  # momentum after its warmup
+    muon_momentum_start: float = 0.85  # momentum of update 0, rising linearly to muon_momentum...
+    muon_momentum_warmup_steps: int = 300  # ...over this many updates (modded-nanogpt's 300); 0: constant
+    muon_nesterov: bool = True  # Nesterov momentum: orthogonalise grad + momentum * buffer, not the buffer
+    muon_ns_steps: int = 5  # Newton-Schulz iterations of the orthogonalisation
+    muon_weight_decay: float = 0.0  # decoupled, applied as p *= 1 - rate * muon_weight_decay
+    # torch.optim.Muon's adjust_lr_fn: "original" scales a matrix's rate by sqrt(max(1, rows / columns))
+    # (Keller Jordan's, for muon_lr ~0.02); "match_rms_adamw" by 0.2 * sqrt(max(rows, columns)), so that the
+    # update's RMS matches AdamW's and AdamW's rate and weight decay carry over (Moonshot's).
+    muon_adjust_lr_fn: str = "original"
 
     def __post_init__(self) -> None:
+        if self.name not in OPTIMIZERS:
+            raise InputError(f"optim.name must be one of {', '.join(OPTIMIZERS)}, got {self.name!r}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
 
@@ -86,6 +107,99 @@ SCHEDULES: dict[str, Schedule] = {
     "wsd": Schedule("warmup-stable-decay: constant, then linear down over the last decay_fraction of the steps",
                     _wsd, lambda o: f"constant, and a linear decay to {o.lr * o.min_lr_ratio:g} over the last "
                                     f"{o.decay_fraction:.0%} of the steps (WSD)"),
+}
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer of :data:`OPTIMIZERS`. ``build(model, optim, device)`` returns its parts: named torch
+    optimizers over disjoint sets of the model's trainable parameters, covering all of them, each part's
+    param groups created at their peak rate (`pretrain.train.optim.make_optimizer` steps them as one and the
+    schedule scales each group from that peak). ``state_floats(model)`` is how many fp32 values of state it
+    keeps for a model of that shape (the memory plan, the checkpoint size); ``step_bytes(model, fused)`` the
+    temporaries its step allocates besides (``fused``: on CUDA). ``describe(optim)`` is how the model card says
+    it, ``help`` how ``--help`` does. ``not_fsdp``: why it does not work on FSDP2's sharded parameters and what
+    to do instead (an update that needs whole matrices), refused in those words; empty where it works."""
+
+    help: str
+    build: Callable[[torch.nn.Module, OptimConfig, torch.device], dict[str, torch.optim.Optimizer]]
+    state_floats: Callable[[GPTConfig], int]
+    step_bytes: Callable[[GPTConfig, bool], int]
+    describe: Callable[[OptimConfig], str]
+    not_fsdp: str = ""
+
+
+def _adamw_part(params: list[torch.nn.Parameter], o: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over ``params`` with weight decay on matrices only; fused on CUDA."""
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": o.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps,
+                             fused=device.type == "cuda" or None)
+
+
+def _trainable(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """The trainable parameters by name, a shared (tied) tensor once."""
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def muon_trains(name: str, p: torch.nn.Parameter) -> bool:
+    """Whether Muon trains parameter ``name``: the 2-D weight matrices inside the blocks. The embedding and
+    the head are not hidden matrices (a lookup table, and the map to logits), and norms are vectors."""
+    return name.startswith("blocks.") and p.dim() == 2
+
+
+def _muon(model: torch.nn.Module, o: OptimConfig, device: torch.device) -> dict[str, torch.optim.Optimizer]:
+    named = _trainable(model)
+    matrices = [p for n, p in named if muon_trains(n, p)]
+    rest = [p for n, p in named if not muon_trains(n, p)]
+    muon = torch.optim.Muon(matrices, lr=o.muon_lr, weight_decay=o.muon_weight_decay, momentum=o.muon_momentum,
+                            nesterov=o.muon_nesterov, ns_steps=o.muon_ns_steps, adjust_lr_fn=o.muon_adjust_lr_fn)
+    return {"adamw": _adamw_part(rest, o, device), "muon": muon}
+
+
+def _muon_state_floats(m: GPTConfig) -> int:
+    """One momentum buffer for the blocks' matrices, AdamW's two moments for the rest."""
+    c = parameter_counts(m)
+    return c.block_matrices + 2 * (c.total - c.block_matrices)
+
+
+def _muon_step_bytes(m: GPTConfig, fused: bool) -> int:
+    """One matrix's temporaries at a time (the largest: qkv or gate_up): the Nesterov update in fp32 and the
+    Newton-Schulz iterates in bf16, about 10 bytes an element; and the unfused AdamW's sqrt(v) of the rest."""
+    c = parameter_counts(m)
+    largest = max(3 * m.n_embd, 2 * m.ffn_hidden) * m.n_embd
+    return 10 * largest + (0 if fused else 4 * (c.total - c.block_matrices))
+
+
+def _adamw_settings(o: OptimConfig) -> str:
+    return f"betas {o.beta1}, {o.beta2}; weight decay {o.weight_decay} on matrices"
+
+
+def _describe_muon(o: OptimConfig) -> str:
+    momentum = (f"momentum {o.muon_momentum_start} rising to {o.muon_momentum} over "
+                f"{o.muon_momentum_warmup_steps} steps" if o.muon_momentum_warmup_steps else f"momentum {o.muon_momentum}")
+    return (f"Muon (lr {o.muon_lr:g}, {momentum}, {'Nesterov, ' if o.muon_nesterov else ''}{o.muon_ns_steps} "
+            f"Newton-Schulz steps, weight decay {o.muon_weight_decay}, adjust_lr_fn {o.muon_adjust_lr_fn}) on the "
+            f"blocks' matrices; AdamW (lr {o.lr:g}, {_adamw_settings(o)}) on the embeddings, head and norms")
+
+
+OPTIMIZERS: dict[str, OptimizerSpec] = {
+    # Unfused AdamW (CPU) builds sqrt(v) for every parameter, 4 bytes each; the fused one (CUDA) none.
+    "adamw": OptimizerSpec(
+        help="AdamW on every parameter (two fp32 moments each)",
+        build=lambda model, o, device: {"adamw": _adamw_part([p for _, p in _trainable(model)], o, device)},
+        state_floats=lambda m: 2 * parameter_counts(m).total,
+        step_bytes=lambda m, fused: 0 if fused else 4 * parameter_counts(m).total,
+        describe=lambda o: f"AdamW ({_adamw_settings(o)})"),
+    "muon": OptimizerSpec(
+        help="Muon (torch.optim.Muon, one momentum buffer) on the 2-D matrices inside the blocks, AdamW on the "
+             "embeddings, head and norms; not with FSDP2",
+        build=_muon,
+        state_floats=_muon_state_floats,
+        step_bytes=_muon_step_bytes,
+        describe=_describe_muon,
+        not_fsdp="Muon orthogonalises whole matrices (Newton-Schulz) and FSDP2 shards them; train with "
+                 "train.fsdp=no (DDP), or optim.name=adamw"),
 }
 
 
@@ -317,6 +431,9 @@ FIELD_TYPES: dict[str, Any] = {
     "optim.decay_fraction": cli.share, "optim.weight_decay": cli.non_negative_float, "optim.beta1": cli.share,
     "optim.beta2": cli.share, "optim.eps": cli.positive_float, "optim.grad_clip": cli.non_negative_float,
     "optim.replan_step": cli.non_negative_int, "optim.replan_lr": cli.non_negative_float,
+    "optim.muon_lr": cli.positive_float, "optim.muon_momentum": cli.share, "optim.muon_momentum_start": cli.share,
+    "optim.muon_momentum_warmup_steps": cli.non_negative_int, "optim.muon_ns_steps": cli.positive_int,
+    "optim.muon_weight_decay": cli.non_negative_float,
     "data.micro_batch": cli.positive_int, "data.seq_len": cli.non_negative_int,
     "data.eval_tokens": cli.non_negative_int, "train.global_batch_tokens": cli.positive_int,
     "train.token_budget": cli.non_negative_float, "train.max_steps": cli.non_negative_int,
@@ -330,7 +447,8 @@ FIELD_TYPES: dict[str, Any] = {
                                                             "grad_norm_max", "heartbeat_timeout_s", "poll_s", "grace_s")},
     "supervisor.throughput_fraction": cli.fraction,
 }
-FIELD_CHOICES = {"optim.schedule": SCHEDULES, "train.dtype": ("auto", "bf16", "fp32"),
+FIELD_CHOICES = {"optim.name": OPTIMIZERS, "optim.schedule": SCHEDULES,
+                 "optim.muon_adjust_lr_fn": ("original", "match_rms_adamw"), "train.dtype": ("auto", "bf16", "fp32"),
                  "train.compile": ("auto", "yes", "no"), "train.fsdp": ("auto", "yes", "no"),
                  "supervisor.halt_policy": ("halt", "rollback")}
 
@@ -353,6 +471,12 @@ def check_fields(cfg: RunConfig, where: str) -> None:
         value = getattr(getattr(cfg, section), name)
         if value not in choices:
             raise InputError(f"{where}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+    if cfg.optim.muon_ns_steps >= 100:
+        raise InputError(f"{where}: optim.muon_ns_steps: expected fewer than 100 (torch.optim.Muon's limit), got "
+                         f"{cfg.optim.muon_ns_steps}")
+    if cfg.train.fsdp == "yes" and OPTIMIZERS[cfg.optim.name].not_fsdp:
+        raise InputError(f"{where}: optim.name={cfg.optim.name} with train.fsdp=yes: "
+                         f"{OPTIMIZERS[cfg.optim.name].not_fsdp}")
 
 
 def preset(name: str, vocab_size: int) -> RunConfig:
@@ -439,5 +563,5 @@ def _shape_changed(cfg: RunConfig, overrides: list[str]) -> bool:
     return "model.n_embd" in keys and "model.ffn_hidden" not in keys
 
 
-__all__ = ["PRESETS", "SCHEDULES", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "RunConfig",
-           "SupervisorConfig", "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]
+__all__ = ["OPTIMIZERS", "PRESETS", "SCHEDULES", "DataConfig", "GPTConfig", "ModelConfig", "OptimConfig", "OptimizerSpec",
+           "RunConfig", "SupervisorConfig", "TrainConfig", "apply_overrides", "check_fields", "load_config", "preset"]

@@ -22,6 +22,7 @@ from common.outdir import check_output_dir, is_ours
 from common.paths import check_output_file
 from common.signals import deferred_signals
 from pretrain.config import (
+    OPTIMIZERS,
     PRESETS,
     RESUMABLE_KEYS,
     SCHEDULES,
@@ -65,7 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop (and checkpoint) after this many seconds (0: no limit)")
     p.add_argument("--micro-batch", type=cli.positive_int, help="sequences per device per forward pass")
     p.add_argument("--global-batch-tokens", type=cli.positive_int, help="tokens per optimizer step (any world size)")
-    p.add_argument("--lr", type=cli.positive_float, help="peak learning rate")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="optim.name: "
+                   + "; ".join(f"{name}, {o.help}" for name, o in OPTIMIZERS.items())
+                   + " (its settings: --set optim.muon_lr=... and the other optim fields)")
+    p.add_argument("--lr", type=cli.positive_float, help="peak learning rate (AdamW's; optim.muon_lr is Muon's)")
     p.add_argument("--schedule", choices=list(SCHEDULES), help="learning-rate decay after warmup: "
                    + "; ".join(f"{name}, {s.help}" for name, s in SCHEDULES.items()))
     p.add_argument("--seed", type=cli.non_negative_int, help="seed of the init and the data order")
@@ -161,7 +165,7 @@ def overrides_from(args: argparse.Namespace) -> list[str]:
     pairs = [("data.path", args.data and _absolute(args.data)), ("train.out", args.out and _absolute(args.out)),
              ("train.max_steps", args.max_steps), ("train.time_budget_s", args.time_budget_s),
              ("data.micro_batch", args.micro_batch), ("train.global_batch_tokens", args.global_batch_tokens),
-             ("optim.lr", args.lr), ("optim.schedule", args.schedule), ("train.seed", args.seed),
+             ("optim.name", args.optimizer), ("optim.lr", args.lr), ("optim.schedule", args.schedule), ("train.seed", args.seed),
              ("train.device", args.device), ("data.tokenizer", args.tokenizer),
              ("supervisor.max_rollbacks", args.max_rollbacks)]
     out = [f"{k}={v}" for k, v in pairs if v is not None]
@@ -235,6 +239,10 @@ def train(cfg: RunConfig, run_dir: Path, args: argparse.Namespace, final_eval: F
     try:
         runtime.fsdp = runtime.distributed and distributed.use_fsdp(cfg.train.fsdp, count_parameters(cfg.model),
                                                                     runtime)
+        if runtime.fsdp and (why := OPTIMIZERS[cfg.optim.name].not_fsdp):
+            # train.fsdp=yes was refused with the config; "auto" chose FSDP2 here, as DDP would not fit.
+            raise InputError(f"train.fsdp=auto chose FSDP2 (DDP's full replica would not fit on this device), and "
+                             f"optim.name={cfg.optim.name} does not work with it: {why}")
         dataset = open_dataset(cfg.data.path)
         trainer = Trainer(cfg, dataset, runtime, resume=args.resume, resume_from=args.resume_from,
                           replan=args.replan_schedule)

@@ -31,7 +31,7 @@ from pretrain.model.gpt import build_model, parameter_counts
 from pretrain.train import distributed
 from pretrain.train.checkpoint import load_checkpoint, rng_state, set_rng_state
 from pretrain.train.hardware import mfu
-from pretrain.train.optim import make_optimizer, train_step
+from pretrain.train.optim import clear_state, make_optimizer, train_step
 from pretrain.train.trainer import Trainer
 from pretrain.train.validation import text_tokens
 
@@ -129,7 +129,7 @@ def _timed_steps(trainer: Trainer, model, optimizer, steps: int) -> dict[str, An
 def _release_optimizer_state(trainer: Trainer) -> None:
     """Drop the gradients and the optimizer state (a resumed run's is reloaded after the burst)."""
     trainer.optimizer.zero_grad(set_to_none=True)
-    trainer.optimizer.state.clear()
+    clear_state(trainer.optimizer)
     gc.collect()
 
 

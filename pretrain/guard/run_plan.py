@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pretrain.config import RunConfig, effective_warmup
+from pretrain.config import OPTIMIZERS, RunConfig, effective_warmup
 from pretrain.model.gpt import count_parameters, parameter_counts
 from pretrain.model.loss import LOSS_CHUNK_ELEMENTS
 from pretrain.train.hardware import PEAK_FLOPS
@@ -21,21 +21,31 @@ from pretrain.train.optim import batch_layout, lr_at
 # The throughput assumed when none is given: this MFU on an H100 SXM (the issue's floor for bangla-0.4b).
 ASSUMED_MFU = 0.45
 ASSUMED_PEAK = dict(PEAK_FLOPS)["H100"]
-# Beyond weights and optimizer state a checkpoint holds the config, RNG and sampler state: kilobytes.
-CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights + AdamW's two fp32 moments
+
+def optimizer_state_bytes(cfg: RunConfig) -> int:
+    """The optimizer's fp32 state (`pretrain.config.OptimizerSpec.state_floats`): AdamW's two moments per
+    parameter; Muon's one momentum buffer per block matrix element, with AdamW's two for the rest."""
+    return 4 * OPTIMIZERS[cfg.optim.name].state_floats(cfg.model)
+
+
+def checkpoint_bytes(cfg: RunConfig) -> int:
+    """fp32 weights and the optimizer state; beyond them a checkpoint holds the config, RNG and sampler state:
+    kilobytes."""
+    return 4 * count_parameters(cfg.model) + optimizer_state_bytes(cfg)
 
 
 def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_optimizer: bool = True,
                     runtime_bytes: int = 0) -> dict[str, Any]:
-    """Bytes per device at the launch's peak: fp32 weights, gradients and AdamW state (16 per parameter,
-    divided by ``shard`` under FSDP), plus the larger of
+    """Bytes per device at the launch's peak: fp32 weights, gradients and the optimizer state (16 per
+    parameter with AdamW, 12 for Muon's matrices; divided by ``shard`` under FSDP), plus the larger of
 
     * the activations of one micro-batch: per layer about 12 d + 4 h saved values per token in the
       activation dtype, plus the loss's one chunk of fp32 logits with one more chunk beside it (logsumexp's
       temporary, then the gradient's copy), its bf16 copy of the head, and the gradients it builds in the
       same pass: the head's in fp32 and the final hidden states' in the activation dtype; and
-    * the optimizer step's temporaries: the unfused (CPU) AdamW builds sqrt(v) for every parameter, 4 bytes
-      each; the fused one (CUDA) none;
+    * the optimizer step's temporaries (`pretrain.config.OptimizerSpec.step_bytes`): the unfused (CPU) AdamW
+      builds sqrt(v) for every parameter it trains, 4 bytes each, the fused one (CUDA) none; Muon one
+      matrix's update and Newton-Schulz iterates at a time;
 
     plus ``runtime_bytes``, what the process holds besides (the caller measures it on a CPU, where the
     device's memory is the process's). Every other phase of a launch holds less: the preflight's arbiter
@@ -50,10 +60,12 @@ def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_opt
     loss = 2 * chunk * 4 + (m.vocab_size * m.n_embd * 2 if autocast else 0) + m.vocab_size * m.n_embd * 4 \
         + tokens * m.n_embd * act_bytes
     n = count_parameters(m)
-    states = n * 16 // shard
+    optimizer_state = optimizer_state_bytes(cfg) // shard
+    states = n * 8 // shard + optimizer_state
     activations = tokens * per_token + loss
-    optimizer_step = 0 if fused_optimizer else n * 4 // shard
-    return {"kind": "estimate", "weights_grads_adam_bytes": states, "activations_bytes": activations,
+    optimizer_step = OPTIMIZERS[cfg.optim.name].step_bytes(m, fused_optimizer) // shard
+    return {"kind": "estimate", "optimizer": cfg.optim.name, "weights_grads_optimizer_bytes": states,
+            "optimizer_state_bytes": optimizer_state, "activations_bytes": activations,
             "optimizer_step_bytes": optimizer_step, "runtime_bytes": runtime_bytes,
             "total_bytes": states + max(activations, optimizer_step) + runtime_bytes}
 
@@ -61,6 +73,7 @@ def memory_estimate(cfg: RunConfig, *, autocast: bool, shard: int = 1, fused_opt
 @dataclass
 class RunPlan:
     preset: str
+    optimizer: str  # optim.name
     parameters: int
     non_embedding_parameters: int
     flops_per_token: float
@@ -105,9 +118,9 @@ def plan_run(cfg: RunConfig, *, tokens_per_s: float = 0.0, world_size: int = 1, 
           f"step {(warmup + steps) // 2}": lr_at((warmup + steps) // 2 - 1, cfg.optim, steps),
           f"step {steps} (last)": lr_at(steps - 1, cfg.optim, steps)}
     tokens = steps * tc.global_batch_tokens
-    ckpt = n * CHECKPOINT_BYTES_PER_PARAMETER
+    ckpt = checkpoint_bytes(cfg)
     kept = tc.keep_last + 1  # the last few and the best
-    return RunPlan(preset=cfg.model_preset, parameters=n, non_embedding_parameters=non_embedding,
+    return RunPlan(preset=cfg.model_preset, optimizer=cfg.optim.name, parameters=n, non_embedding_parameters=non_embedding,
                    flops_per_token=flops, vocab_size=m.vocab_size, real_vocab_size=m.real_vocab_size,
                    token_budget=tc.token_budget, steps=steps, tokens_per_step=tc.global_batch_tokens, tokens=tokens,
                    micro_batch=cfg.data.micro_batch, accumulation=accum, world_size=world_size, lr=lr,
@@ -131,10 +144,11 @@ def format_plan(plan: RunPlan) -> str:
         f"({plan.micro_batch} sequences x {plan.accumulation} accumulation x {plan.world_size} device(s))",
         "  lr          " + ", ".join(f"{k}: {v:.3g}" for k, v in plan.lr.items()),
         f"  time        {plan.hours:.1f} h at {speed}",
-        f"  checkpoint  {plan.checkpoint_bytes / GB:.1f} GB each (fp32 weights + AdamW); {plan.checkpoints_kept} kept: "
-        f"{plan.disk_bytes / GB:.1f} GB of disk",
+        f"  optimizer   {plan.optimizer}: {mem['optimizer_state_bytes'] / GB:.2f} GB of fp32 state",
+        f"  checkpoint  {plan.checkpoint_bytes / GB:.1f} GB each (fp32 weights + {plan.optimizer} state); "
+        f"{plan.checkpoints_kept} kept: {plan.disk_bytes / GB:.1f} GB of disk",
         f"  memory      {mem['total_bytes'] / GB:.1f} GB per device for a micro-batch of {plan.micro_batch} "
-        f"(weights, grads, AdamW {mem['weights_grads_adam_bytes'] / GB:.1f} GB + activations "
+        f"(weights, grads, {plan.optimizer} state {mem['weights_grads_optimizer_bytes'] / GB:.1f} GB + activations "
         f"{mem['activations_bytes'] / GB:.1f} GB; an estimate for a GPU in bf16)",
     ]
     return "\n".join(lines)

@@ -307,6 +307,7 @@ class ParameterCounts:
       predicted), so an untied model's non-embedding count (its head) differs between the two, a tied one's not.
     * ``matmul``: the weights every token is multiplied by in training, the N of the 6N FLOPs per token:
       ``non_embedding`` plus the output head with its padded rows when it is the tied table.
+    * ``block_matrices``: the 2-D weights inside the blocks (qkv, proj, gate_up, down), what Muon trains.
     """
 
     vocab: int
@@ -316,6 +317,7 @@ class ParameterCounts:
     exported_total: int
     exported_non_embedding: int
     matmul: int
+    block_matrices: int
 
 
 def parameter_counts(cfg: GPTConfig) -> ParameterCounts:
@@ -327,4 +329,5 @@ def parameter_counts(cfg: GPTConfig) -> ParameterCounts:
     return ParameterCounts(vocab=cfg.real_vocab_size, padded_vocab=cfg.vocab_size, total=total,
                            non_embedding=non_embedding, exported_total=exported,
                            exported_non_embedding=exported - cfg.real_vocab_size * cfg.n_embd,
-                           matmul=non_embedding + (cfg.vocab_size * cfg.n_embd if cfg.tie_embeddings else 0))
+                           matmul=non_embedding + (cfg.vocab_size * cfg.n_embd if cfg.tie_embeddings else 0),
+                           block_matrices=cfg.n_layer * (4 * cfg.n_embd ** 2 + 3 * cfg.n_embd * cfg.ffn_hidden))

@@ -19,7 +19,7 @@ from typing import Any
 from common.errors import InputError
 from common.fileio import read_json
 from corpus.shards import Manifest, ShardError
-from pretrain.config import SCHEDULES, RunConfig, effective_warmup
+from pretrain.config import OPTIMIZERS, SCHEDULES, RunConfig, effective_warmup
 from pretrain.model.gpt import parameter_counts
 
 
@@ -240,8 +240,7 @@ def _training_section(inputs: CardInputs) -> list[str]:
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",
             f"| tokens seen | {inputs.tokens_seen:,} ({inputs.tokens_seen / params:.3g} per parameter) |",
             f"| batch | {c.train.global_batch_tokens:,} tokens per step, sequences of {c.seq_len} |",
-            f"| optimizer | AdamW (betas {o.beta1}, {o.beta2}; weight decay {o.weight_decay} on matrices; "
-            f"gradient clip {o.grad_clip}) |",
+            f"| optimizer | {OPTIMIZERS[o.name].describe(o)}; gradient clip {o.grad_clip} |",
             f"| learning rate | {schedule} |", f"| seed | {c.train.seed} |", ""]
 
 

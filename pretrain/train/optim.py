@@ -1,15 +1,17 @@
-"""One optimizer step, shared by the trainer, the preflight and the benchmark: AdamW, the learning rate of
-each step (the schedules themselves are `pretrain.config.SCHEDULES`), how a global batch splits into
-micro-batches, and the step function itself."""
+"""One optimizer step, shared by the trainer, the preflight and the benchmark: the optimizer of the run (one of
+`pretrain.config.OPTIMIZERS`, its parts stepped as one), the learning rate and Muon momentum of each step (the
+schedules themselves are `pretrain.config.SCHEDULES`), how a global batch splits into micro-batches, and the
+step function itself."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
 from common.errors import InputError
-from pretrain.config import SCHEDULES, OptimConfig, RunConfig, effective_warmup
+from pretrain.config import OPTIMIZERS, SCHEDULES, OptimConfig, RunConfig, effective_warmup
 from pretrain.train import distributed
 from pretrain.train.distributed import Runtime
 from pretrain.train.faults import StepFaults
@@ -51,17 +53,90 @@ def batch_layout(cfg: RunConfig, world_size: int) -> tuple[int, int]:
     return sequences, sequences // (micro * world_size)
 
 
-def make_optimizer(model: torch.nn.Module, optim: OptimConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only; fused on CUDA."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": optim.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    fused = device.type == "cuda"
-    return torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), eps=optim.eps,
-                             fused=fused or None)
+def muon_momentum_at(step: int, optim: OptimConfig) -> float:
+    """Muon's momentum at update ``step`` (0-based): from ``muon_momentum_start`` linearly up to
+    ``muon_momentum`` over ``muon_momentum_warmup_steps`` updates, then constant (modded-nanogpt's warmup)."""
+    warmup = optim.muon_momentum_warmup_steps
+    if step >= warmup:
+        return optim.muon_momentum
+    return optim.muon_momentum_start + (optim.muon_momentum - optim.muon_momentum_start) * step / warmup
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, micro_batches: list[torch.Tensor],
+class CombinedOptimizer:
+    """Torch optimizers over disjoint parameter sets (``parts``, by name), used as one: ``step``,
+    ``zero_grad``, the ``param_groups`` of all (each part's groups in order), and one state dict
+    ``{name: part's state dict}`` that ``load_state_dict`` restores exactly. ``peaks`` is each group's peak
+    learning rate, as built (not state: a checkpoint's saved rates never replace the run's)."""
+
+    def __init__(self, parts: dict[str, torch.optim.Optimizer]):
+        self.parts = parts
+        self.peaks = [g["lr"] for part in parts.values() for g in part.param_groups]
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        # A property: a part's load_state_dict replaces its group dicts.
+        return [g for part in self.parts.values() for g in part.param_groups]
+
+    @property
+    def state(self) -> dict[torch.Tensor, dict[str, Any]]:
+        """Every part's per-parameter state (a merged view; `clear_state` empties the parts)."""
+        return {p: st for part in self.parts.values() for p, st in part.state.items()}
+
+    def step(self) -> None:
+        for part in self.parts.values():
+            part.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts.values():
+            part.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {name: part.state_dict() for name, part in self.parts.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if set(state) != set(self.parts):
+            raise InputError(f"optimizer state holds parts {', '.join(sorted(state))}, this optimizer has "
+                             f"{', '.join(self.parts)}")
+        for name, part in self.parts.items():
+            part.load_state_dict(state[name])
+
+
+Optimizer = torch.optim.Optimizer | CombinedOptimizer
+
+
+def make_optimizer(model: torch.nn.Module, optim: OptimConfig, device: torch.device) -> Optimizer:
+    """The optimizer ``optim.name`` of `pretrain.config.OPTIMIZERS` for ``model``'s trainable parameters: its one
+    part itself (``adamw``: a plain AdamW, as before the registry), or its parts as one
+    :class:`CombinedOptimizer` (``muon``: Muon and AdamW)."""
+    parts = OPTIMIZERS[optim.name].build(model, optim, device)
+    return next(iter(parts.values())) if len(parts) == 1 else CombinedOptimizer(parts)
+
+
+def clear_state(optimizer: Optimizer) -> None:
+    """Drop every part's per-parameter state (moments, momentum buffers)."""
+    for part in optimizer.parts.values() if isinstance(optimizer, CombinedOptimizer) else [optimizer]:
+        part.state.clear()
+
+
+def set_rates(optimizer: Optimizer, step: int, optim: OptimConfig, max_steps: int) -> float:
+    """Set every param group's rate for update ``step`` (0-based) and return the schedule's rate
+    (`lr_at`, of the peak ``optim.lr``): a group with another peak gets that peak times the same
+    multiplier, so all follow one warmup and decay. Muon's momentum follows `muon_momentum_at`."""
+    lr = lr_at(step, optim, max_steps)
+    if not isinstance(optimizer, CombinedOptimizer):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+    for group, peak in zip(optimizer.param_groups, optimizer.peaks, strict=True):
+        group["lr"] = lr * (peak / optim.lr)  # exactly lr for the groups at optim.lr
+    for part in optimizer.parts.values():
+        if isinstance(part, torch.optim.Muon):
+            for group in part.param_groups:
+                group["momentum"] = muon_momentum_at(step, optim)
+    return lr
+
+
+def train_step(model: torch.nn.Module, optimizer: Optimizer, micro_batches: list[torch.Tensor],
                runtime: Runtime, grad_clip: float, faults: StepFaults | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer update over ``micro_batches`` (each ``(m, T + 1)``); returns (mean loss, grad norm).

@@ -1,5 +1,5 @@
-"""The training loop: gradient accumulation to a global batch in tokens, AdamW with warmup then cosine or
-WSD, clipping, bf16 autocast and torch.compile on a GPU (fp32 eager on CPU), exact resume, and the
+"""The training loop: gradient accumulation to a global batch in tokens, the run's optimizer (AdamW, or Muon
+with AdamW) with warmup then cosine or WSD, clipping, bf16 autocast and torch.compile on a GPU (fp32 eager on CPU), exact resume, and the
 trainer's side of the supervisor protocol (see `pretrain.guard.supervisor`).
 
 Step numbering: step ``n`` (1-based) is the n-th optimizer update; ``metrics.jsonl`` logs it under
@@ -49,7 +49,7 @@ from pretrain.train.data import BatchSampler, DataError, Dataset, check_compatib
 from pretrain.train.distributed import Runtime
 from pretrain.train.faults import FaultPlan
 from pretrain.train.hardware import cpu_threads, mfu, peak_flops
-from pretrain.train.optim import batch_layout, lr_at, make_optimizer, train_step
+from pretrain.train.optim import batch_layout, lr_at, make_optimizer, set_rates, train_step
 from pretrain.train.validation import language_losses
 
 HALT_EXIT_CODE = 3
@@ -57,6 +57,16 @@ HALT_EXIT_CODE = 3
 
 def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def _check_optimizer(cfg: RunConfig, state: dict[str, Any], path: Path) -> None:
+    """A checkpoint's optimizer state continues only under the optimizer that wrote it (a checkpoint of before
+    the registry was AdamW's)."""
+    was = state["config"]["optim"].get("name", "adamw")
+    if was != cfg.optim.name:
+        raise DataError(f"checkpoint {path} was trained with optimizer {was}, this run uses {cfg.optim.name}: the "
+                        f"optimizer states differ; continue it with --set optim.name={was}, or start from a "
+                        f"checkpoint written with {cfg.optim.name}")
 
 
 def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None:
@@ -121,6 +131,7 @@ class Trainer:
             raise DataError(f"checkpoint {self.resumed_from} holds a model of another shape than "
                             f"{self.run_dir}/config.json")
         if state:
+            _check_optimizer(cfg, state, self.resumed_from)
             _check_schedule(cfg, state, replan)
         torch.set_num_threads(cfg.train.threads or cpu_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         if runtime.device.type == "cuda":
@@ -305,9 +316,7 @@ class Trainer:
     def run_step(self) -> dict[str, Any]:
         step = self.step + 1
         t0 = time.perf_counter()
-        lr = lr_at(self.step, self.cfg.optim, self.cfg.train.max_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        lr = set_rates(self.optimizer, self.step, self.cfg.optim, self.cfg.train.max_steps)
         index = self.sampler.next_index()
         self.batch_of_step[step] = index
         faults = self.faults.in_step(step) if self.faults else None

@@ -1,16 +1,31 @@
-"""Presets and learning-rate schedules are each one table in `pretrain.config`: a new entry there is accepted by
-the config's validation, the command line's choices, the trainer's learning rate and the model card, with
-nothing else touched. Each test adds one entry (removed again by monkeypatch) and follows it through."""
+"""Presets, optimizers and learning-rate schedules are each one table in `pretrain.config`: a new entry there is
+accepted by the config's validation, the command line's choices, the trainer (its learning rate, its
+checkpoints) and the model card, with nothing else touched. Each test adds one entry (removed again by
+monkeypatch) and follows it through."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import torch
 
+from common.fileio import read_jsonl
 from pretrain import cli, config
-from pretrain.config import PRESETS, SCHEDULES, OptimConfig, Preset, Schedule, apply_overrides, preset
+from pretrain.config import (
+    OPTIMIZERS,
+    PRESETS,
+    SCHEDULES,
+    OptimConfig,
+    OptimizerSpec,
+    Preset,
+    Schedule,
+    apply_overrides,
+    preset,
+)
+from pretrain.guard.run_plan import plan_run
 from pretrain.release.model_card import CardInputs, render
+from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 from pretrain.train.optim import lr_at
 
 
@@ -59,3 +74,44 @@ def test_a_new_schedule_is_validated_chosen_followed_and_carded(monkeypatch, cap
     monkeypatch.delitem(SCHEDULES, "step")
     with pytest.raises(config.InputError, match="optim.schedule"):
         apply_overrides(preset("tiny", 300), ["optim.schedule=step"])
+
+
+def test_a_new_optimizer_is_validated_chosen_planned_carded_and_checkpointed(monkeypatch, capsys, micro,
+                                                                             synthetic_shards, tmp_path):
+    """Plain SGD with momentum (one buffer per parameter), added in the registry alone."""
+    def sgd(model, o, device):
+        return {"sgd": torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=o.lr, momentum=0.9)}
+
+    monkeypatch.setitem(OPTIMIZERS, "sgd", OptimizerSpec(
+        help="plain SGD with momentum 0.9", build=sgd, state_floats=lambda m: config.parameter_counts(m).total,
+        step_bytes=lambda m, fused: 0, describe=lambda o: f"SGD (momentum 0.9, lr {o.lr:g})"))
+    cfg = apply_overrides(preset("tiny", 300), ["optim.name=sgd"])
+    assert config.RunConfig.from_dict(cfg.to_dict()).optim.name == "sgd"  # a config.json of it loads back
+    plan = plan_run(cfg)
+    assert plan.memory["optimizer_state_bytes"] == 4 * plan.parameters  # the one buffer, from the entry
+    assert plan.checkpoint_bytes == 8 * plan.parameters
+    assert "| optimizer | SGD (momentum 0.9, lr 0.002); gradient clip 1.0 |" in _card(cfg)
+    with pytest.raises(SystemExit):
+        cli.main(["launch", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "--optimizer {adamw,muon,sgd}" in helped and "sgd, plain SGD with momentum 0.9" in helped
+
+    # Trained, checkpointed with its state, and continued from the checkpoint exactly.
+    whole, branch = tmp_path / "whole", tmp_path / "branch"
+    assert cli.main(micro.args(synthetic_shards, whole, 6, "--optimizer", "sgd",
+                               "--set", "train.checkpoint_interval=3")) == 0
+    third = whole / "checkpoints" / "step_00000003.pt"
+    state = load_checkpoint(third)
+    assert state["config"]["optim"]["name"] == "sgd"
+    assert all(set(s) == {"momentum_buffer"} for s in state["optimizer"]["state"].values())
+    assert cli.main(micro.args(synthetic_shards, branch, 6, "--optimizer", "sgd", "--resume-from", str(third))) == 0
+    steps = [(r["step"], r["loss"], r["grad_norm"]) for r in read_jsonl(branch / "metrics.jsonl")]
+    assert steps == [(r["step"], r["loss"], r["grad_norm"]) for r in read_jsonl(whole / "metrics.jsonl")][3:]
+    mine, theirs = (load_checkpoint(latest_checkpoint(r))["optimizer"]["state"] for r in (branch, whole))
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k]["momentum_buffer"], theirs[k]["momentum_buffer"]) for k in mine)
+    capsys.readouterr()
+
+    monkeypatch.delitem(OPTIMIZERS, "sgd")
+    with pytest.raises(config.InputError, match="optim.name must be one of adamw, muon, got 'sgd'"):
+        apply_overrides(preset("tiny", 300), ["optim.name=sgd"])

@@ -30,14 +30,15 @@ def make_trainer(micro, data, out, *overrides, resume=False, resume_from=None, r
                    replan=replan)
 
 
-@pytest.mark.parametrize("lag", [0, 2], ids=["prompt", "lagging"])
-def test_one_nan_gives_one_rollback(micro, synthetic_shards, tmp_path, lag):
+@pytest.mark.parametrize(("lag", "optimizer"), [(0, "adamw"), (2, "adamw"), (0, "muon")],
+                         ids=["prompt", "lagging", "prompt-muon"])
+def test_one_nan_gives_one_rollback(micro, synthetic_shards, tmp_path, lag, optimizer):
     """A NaN at step 6 poisons the weights, so every later step of that generation is NaN too. The supervisor
     polls after step 6 + ``lag``: a lagging one sees NaN steps logged after the first; they must not cost a
-    second rollback, nor leave a request behind."""
+    second rollback, nor leave a request behind. With Muon the rollback restores both optimizers' state."""
     run = tmp_path / "run"
     trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=12", "train.checkpoint_interval=4",
-                           "train.inject_faults=nan_loss@6")
+                           "train.inject_faults=nan_loss@6", f"optim.name={optimizer}")
     supervisor = Supervisor(run, os.getpid(), ROLLBACK, trainer.begin())
 
     def on_step(rec):

@@ -14,6 +14,7 @@ import pytest
 from pretrain import cli
 from pretrain.config import apply_overrides, preset
 from pretrain.guard.run_plan import plan_run
+from pretrain.model.gpt import parameter_counts
 from pretrain.train.optim import lr_at
 
 GPT2_VOCAB = 50257
@@ -45,9 +46,23 @@ def test_plan_numbers():
     assert (plan.micro_batch, plan.accumulation) == (16, 16)
     assert plan.hours == pytest.approx(3815 * 524288 / 200_000 / 3600)
     assert plan.checkpoint_bytes == 12 * plan.parameters and plan.disk_bytes == 4 * plan.checkpoint_bytes
-    assert plan.memory["total_bytes"] > plan.memory["weights_grads_adam_bytes"] == 16 * plan.parameters
+    assert plan.memory["total_bytes"] > plan.memory["weights_grads_optimizer_bytes"] == 16 * plan.parameters
     with pytest.raises(ValueError, match="max_steps or train.token_budget"):
         plan_run(apply_overrides(preset("tiny", GPT2_VOCAB), ["train.max_steps=0"]))
+
+
+def test_muons_one_buffer_in_the_plan():
+    """Muon keeps one fp32 buffer per element of the blocks' matrices where AdamW keeps two moments."""
+    adamw, muon = preset("bangla-0.4b", GPT2_VOCAB), apply_overrides(preset("bangla-0.4b", GPT2_VOCAB),
+                                                                    ["optim.name=muon"])
+    a, m = plan_run(adamw), plan_run(muon)
+    blocks = parameter_counts(muon.model).block_matrices
+    assert (a.optimizer, m.optimizer) == ("adamw", "muon")
+    assert a.memory["optimizer_state_bytes"] - m.memory["optimizer_state_bytes"] == 4 * blocks
+    assert a.checkpoint_bytes - m.checkpoint_bytes == 4 * blocks
+    assert m.checkpoint_bytes == 4 * m.parameters + m.memory["optimizer_state_bytes"]
+    assert a.memory["total_bytes"] - m.memory["total_bytes"] == 4 * blocks  # fused AdamW: no step temporaries
+    assert blocks == 24 * (4 * 1024**2 + 3 * 1024 * 2816)  # qkv, proj, gate_up, down of 24 blocks
 
 
 def test_launch_dry_run_prints_the_plan(capsys):
@@ -121,14 +136,15 @@ def test_the_memory_estimate_is_within_a_fifth_of_a_cpu_launchs_peak_rss(shape, 
         assert abs(memory["total_bytes"] - peak) <= 0.2 * peak, (name, memory, peak)
 
 
-def test_the_preflight_burst_leaves_the_run_untouched(micro, synthetic_shards, tmp_path):
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_the_preflight_burst_leaves_the_run_untouched(micro, synthetic_shards, tmp_path, optimizer):
     """The burst trains the run's own model and optimizer, then restores them: a run with a burst has the
-    trajectory of one without, fresh and resumed."""
+    trajectory of one without, fresh and resumed (with Muon: both parts' state)."""
     from common.fileio import read_jsonl
 
     def run(out: Path, steps: int, burst: int, *extra: str) -> list[tuple]:
         args = micro.args(synthetic_shards, out, steps, "--set", f"train.preflight_steps={burst}",
-                          "--set", "train.checkpoint_interval=2", *extra)
+                          "--set", "train.checkpoint_interval=2", "--optimizer", optimizer, *extra)
         assert cli.main(args) == 0
         return [(r["step"], r["loss"], r["grad_norm"]) for r in read_jsonl(out / "metrics.jsonl")]
 

@@ -19,28 +19,36 @@ STEPS = 8
 
 
 @pytest.fixture(scope="module")
-def one_process(micro, synthetic_shards, tmp_path_factory) -> Path:
-    run = tmp_path_factory.mktemp("one") / "run"
-    assert main(micro.args(synthetic_shards, run, STEPS)) == 0
+def one_process(micro, synthetic_shards, tmp_path_factory):
+    """The 1-process run of each optimizer (made when first asked)."""
+    made = {}
+
+    def run(optimizer: str) -> Path:
+        if optimizer not in made:
+            made[optimizer] = tmp_path_factory.mktemp(f"one-{optimizer}") / "run"
+            assert main(micro.args(synthetic_shards, made[optimizer], STEPS, "--optimizer", optimizer)) == 0
+        return made[optimizer]
     return run
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fsdp", ["no", "yes"])
-def test_two_gloo_processes_match_one_process(micro, synthetic_shards, one_process, tmp_path, fsdp):
+@pytest.mark.parametrize(("fsdp", "optimizer"), [("no", "adamw"), ("yes", "adamw"), ("no", "muon")])
+def test_two_gloo_processes_match_one_process(micro, synthetic_shards, one_process, tmp_path, fsdp, optimizer):
+    """Muon under DDP: every rank orthogonalises the same all-reduced gradients (FSDP2 + Muon is refused)."""
     two = tmp_path / "two"
+    argv = micro.args(synthetic_shards, two, STEPS, "--set", f"train.fsdp={fsdp}", "--optimizer", optimizer)
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "pretrain", *micro.args(synthetic_shards, two, STEPS, "--set", f"train.fsdp={fsdp}")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+                           "-m", "pretrain", *argv], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    a, b = trajectory(one_process), trajectory(two)
+    one = one_process(optimizer)
+    a, b = trajectory(one), trajectory(two)
     assert [r["step"] for r in b] == list(range(1, STEPS + 1))
     assert len(read_jsonl(two / "metrics.jsonl")) == STEPS  # only rank 0 writes
     assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-5)
     assert [r["grad_norm"] for r in b] == pytest.approx([r["grad_norm"] for r in a], rel=1e-4)
     assert b[-1]["loss"] < 0.95 * b[0]["loss"]  # it trained, and both runs agree on how
     # The checkpoint holds full (unsharded) weights equal to the 1-process run's.
-    mine, theirs = load_checkpoint(latest_checkpoint(two)), load_checkpoint(latest_checkpoint(one_process))
+    mine, theirs = load_checkpoint(latest_checkpoint(two)), load_checkpoint(latest_checkpoint(one))
     assert mine["fsdp"] == (fsdp == "yes")
     for name, tensor in theirs["model"].items():
         assert mine["model"][name].shape == tensor.shape

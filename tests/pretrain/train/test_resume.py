@@ -1,6 +1,7 @@
 """kill -9, SIGTERM or Ctrl-C in the middle of a run, then --resume: the loss trajectory equals the
-uninterrupted run's exactly. SIGTERM and SIGINT save a checkpoint at the next step boundary, so no step is
-lost; after kill -9 the steps since the last checkpoint are replayed."""
+uninterrupted run's exactly, with either optimizer (Muon's momentum buffers and AdamW's moments are both in
+the checkpoint). SIGTERM and SIGINT save a checkpoint at the next step boundary, so no step is lost; after
+kill -9 the steps since the last checkpoint are replayed."""
 
 from __future__ import annotations
 
@@ -22,14 +23,20 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 STEPS, COMMON = 24, ["--set", "train.checkpoint_interval=4", "--set", "train.eval_interval=8"]
+OPTIMIZERS = ["adamw", "muon"]
 
 
 @pytest.fixture(scope="module")
-def reference(micro, synthetic_shards, tmp_path_factory):
-    """The uninterrupted run the interrupted ones are compared with."""
-    run = tmp_path_factory.mktemp("reference") / "run"
-    assert main(micro.args(synthetic_shards, run, STEPS, *COMMON)) == 0
-    return run
+def references(micro, synthetic_shards, tmp_path_factory):
+    """The uninterrupted run of each optimizer the interrupted ones are compared with (made when first asked)."""
+    made = {}
+
+    def reference(optimizer: str) -> Path:
+        if optimizer not in made:
+            made[optimizer] = tmp_path_factory.mktemp(f"reference-{optimizer}") / "run"
+            assert main(micro.args(synthetic_shards, made[optimizer], STEPS, *COMMON, "--optimizer", optimizer)) == 0
+        return made[optimizer]
+    return reference
 
 
 def assert_same_trajectory(run, reference) -> None:
@@ -66,8 +73,10 @@ def supervisors_of(run) -> list[int]:
 
 
 @pytest.mark.slow
-def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synthetic_shards, reference, tmp_path):
-    steps, common = STEPS, COMMON
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synthetic_shards, references, tmp_path,
+                                                                    optimizer):
+    steps, common = STEPS, [*COMMON, "--optimizer", optimizer]
     killed = tmp_path / "killed"
 
     # The `hang` fault stops the trainer before step 11 without changing any number, so the kill lands there
@@ -99,15 +108,16 @@ def test_sigkill_and_resume_reproduces_the_uninterrupted_trajectory(micro, synth
     # the steps after it: each step once.
     assert [r["step"] for r in log] == list(range(1, steps + 1))
     assert [r["gen"] for r in log] == [1] * 8 + [2] * (steps - 8)
-    assert_same_trajectory(killed, reference)
+    assert_same_trajectory(killed, references(optimizer))
 
 
 @pytest.mark.slow
-def test_sigterm_checkpoints_at_the_step_boundary_and_resume_loses_no_step(micro, synthetic_shards, reference,
-                                                                           tmp_path):
-    run = tmp_path / "run"
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_sigterm_checkpoints_at_the_step_boundary_and_resume_loses_no_step(micro, synthetic_shards, references,
+                                                                           tmp_path, optimizer):
+    run, common = tmp_path / "run", [*COMMON, "--optimizer", optimizer]
     # With its supervisor (which must end with it); one that never judges, so that it cannot change a number.
-    argv = [a for a in micro.args(synthetic_shards, run, STEPS, *COMMON) if a != "--no-supervisor"]
+    argv = [a for a in micro.args(synthetic_shards, run, STEPS, *common) if a != "--no-supervisor"]
     # `await_signal` holds the trainer before step 11 until the signal is in, so the stop lands at the
     # boundary after step 10 (not a checkpoint step) whatever the machine's load.
     argv += ["--set", "supervisor.min_history=1000", "--set", "supervisor.poll_s=0.05", "--inject-fault", "await_signal@11"]
@@ -126,9 +136,9 @@ def test_sigterm_checkpoints_at_the_step_boundary_and_resume_loses_no_step(micro
     assert latest_checkpoint(run).name == "step_00000010.pt"
     assert not (run / "eval.json").exists()
 
-    assert main(micro.args(synthetic_shards, run, STEPS, *COMMON, "--resume")) == 0
+    assert main(micro.args(synthetic_shards, run, STEPS, *common, "--resume")) == 0
     assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == list(range(1, STEPS + 1)), "no step replayed"
-    assert_same_trajectory(run, reference)
+    assert_same_trajectory(run, references(optimizer))
 
 
 @pytest.mark.slow
