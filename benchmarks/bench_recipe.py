@@ -32,10 +32,10 @@ reach AdamW's seed-mean final bits per byte (linearly interpolated between evalu
 the final gap (recipe - AdamW, paired by seed: mean ± std) and the median ms per step. The transfer rule is
 checked on the two sizes (:func:`transfer_check`).
 
-Each run's result is written to ``OUT/runs/NAME.json`` (atomically) as it finishes; the same command after an
-interruption runs only what is missing. The tokenizer, shards, held-out text and run folders go under
-``--work`` (default ``OUT/work``, not a result). ``OUT`` gets ``results.json`` (every run and the figures),
-``results.md`` (the tables) and ``recipe.png`` (bits per byte against tokens, seed mean ± std).
+Each run's result is written to ``OUT/runs/done/NAME.json`` (atomically) as it finishes; the same command after
+an interruption runs only what is missing. The tokenizer, shards, held-out text and run folders are kept in
+``OUT/runs/`` too (no result: git ignores ``runs/``). ``OUT`` gets ``results.json`` (every run and the
+figures), ``results.md`` (the tables) and ``recipe.png`` (bits per byte against tokens, seed mean ± std).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import bench_model
 from common import cli
 from common.fileio import atomic_write_text, read_json, write_json
 
-ADAMW_LRS = (0.002, 0.004, 0.008, 0.016)
+ADAMW_LRS = (0.002, 0.004, 0.008, 0.016, 0.032)
 MUON_LRS = (0.0025, 0.005, 0.01, 0.02)
 SEEDS = (0, 1, 2)
 # Each candidate's overrides, applied on top of Muon at its best rate.
@@ -147,7 +147,7 @@ def run_config(spec: Spec, settings: Settings):
     from pretrain.train.data import open_dataset
 
     vocab = open_dataset(settings.shards).manifest.tokenizer.vocab_size
-    run = settings.work / "runs" / spec.name
+    run = settings.work / "train" / spec.name
     return apply_overrides(preset("tiny", vocab), [
         *spec.overrides(), f"data.path={settings.shards}", f"train.out={run}", f"train.max_steps={settings.steps}",
         "optim.warmup_steps=20", "train.device=cpu", "train.threads=1", "train.tensorboard=no",
@@ -476,8 +476,12 @@ def plot(summary: dict[str, Any], path: Path) -> None:
                 ax.fill_between(c["tokens"], [m - s for m, s in zip(c["mean"], c["std"], strict=True)],
                                 [m + s for m, s in zip(c["mean"], c["std"], strict=True)], alpha=0.25)
             final = summary["sizes"][z]["muon_vs_adamw"][lang]["baseline_final"][0]
-            ax.axhline(final, color="grey", linewidth=0.8, linestyle="--")
-            ax.set_ylim(final - 0.6, final + 1.4)
+            ax.axhline(final, color="grey", linewidth=0.8, linestyle="--", label="AdamW's final")
+            # From the first evaluation after the start down: the untrained model's point would flatten the rest.
+            curves = summary["curves"][z].values()
+            top = max(c[lang]["mean"][1] + c[lang]["std"][1] for c in curves)
+            bottom = min(m - s for c in curves for m, s in zip(c[lang]["mean"], c[lang]["std"], strict=True))
+            ax.set_ylim(bottom - 0.05 * (top - bottom), top)
             ax.set_title(f"{z}, {lang}")
             ax.set_xlabel("tokens seen")
             ax.set_ylabel("held-out bits per byte")
@@ -509,7 +513,6 @@ def main() -> None:
     p = cli.parser("bench_recipe", __doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="the shared data folder (bn/ and en/)")
     p.add_argument("--out", type=Path, required=True, help="results folder; rerun the same command to resume")
-    p.add_argument("--work", type=Path, default=None, help="tokenizer, shards and run folders (default OUT/work)")
     p.add_argument("--jobs", type=cli.positive_int, default=1, help="runs at a time, one torch thread each")
     p.add_argument("--vocab-size", type=cli.positive_int, default=8192)
     p.add_argument("--max-chars", type=cli.positive_int, default=1_500_000, help="characters read from each file")
@@ -526,13 +529,12 @@ def main() -> None:
         args.steps, args.eval_every, args.heldout_chars = 12, 6, 4000
         seeds, adamw_lrs, muon_lrs = SEEDS[:2], ADAMW_LRS[1:3], MUON_LRS[1:3]
         candidates = {"wsd": CANDIDATES["wsd"]}
-    work = args.work or args.out / "work"
+    work = args.out / "runs"
     args.out.mkdir(parents=True, exist_ok=True)
     shards, heldout = prepare(args.data, work, args.vocab_size, args.max_chars, args.heldout_chars,
                               max(400_000, 2 * args.steps * 1024))
     settings = Settings(shards, heldout, work, args.steps, args.eval_every, args.heldout_chars)
-    runs_dir = args.out / "runs"
-    runs_dir.mkdir(exist_ok=True)
+    runs_dir = work / "done"
     from pretrain.config import apply_overrides, preset
 
     counts = {}

@@ -11,7 +11,9 @@ Stages, in order of priority, each writing its file in ``RESULTS_DIR`` atomicall
                                        compiled stage wrote nothing)
     hf MODE          hf.json           HF LlamaForCausalLM's step in MODE (eager, regional), one entry per mode
     ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each;
-                                       mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure
+                                       mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure;
+                                       muon: the step with optim.name=muon (the summary: its step time and
+                                       peak memory over ours', AdamW's)
     smoke            smoke.json        pretrain launch (supervisor, checkpoint), --resume, pretrain eval
     summary          summary.json      ours / fastest HF mode, micro-batch 32's peak memory, the table printed last
 
@@ -49,7 +51,7 @@ FILES = {"env": "environment.json", "ours": "ours.json", "hf": "hf.json", "smoke
          "summary": "summary.json"}
 # The A/B variants: what each changes in our step's settings (or HF compiled whole; not in the script's
 # default list: it is the slowest to compile and loses the flash kernel to an explicit mask).
-AB_VARIANTS = ("mb2x", "cudnn", "flash", "head128", "hf_whole")
+AB_VARIANTS = ("mb2x", "muon", "cudnn", "flash", "head128", "hf_whole")
 FITS_BYTES = 80 * 10**9  # an 80 GB GPU (H100): micro-batch 32's peak must stay below it
 NVIDIA_SMI_S = 5  # each nvidia-smi call's limit, well inside the env stage's
 
@@ -222,6 +224,8 @@ def _variant(name: str):
     s = settings()
     if name == "mb2x":
         return replace(s, micro_batch=2 * s.micro_batch)
+    if name == "muon":  # issue 31: Muon on the block matrices, AdamW on the rest, against ours' AdamW
+        return replace(s, optimizer="muon")
     if name in ("cudnn", "flash"):
         return replace(s, sdpa_backend=name)
     if name == "head128":  # bangla-0.4b: 8 heads of 128 instead of 16 of 64
@@ -342,6 +346,20 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0, unit: str = "") -> 
     return "n/a" if value is None else f"{value * scale:{spec}}{unit}"
 
 
+def _muon_over_adamw(ours: dict[str, Any] | None, ab: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The Muon A/B's step time and peak memory over ours' (AdamW, the same step otherwise); None if either is
+    missing. Peak memory is None on a CPU (no allocator statistics)."""
+    muon = (((ab or {}).get("variants") or {}).get("muon") or {}).get("result")
+    if not ours or not muon:
+        return None
+    adamw = ours["result"]
+    peaks = muon["peak_memory_bytes"], adamw["peak_memory_bytes"]
+    return {"step_time": muon["seconds_per_step"] / adamw["seconds_per_step"],
+            "peak_memory": peaks[0] / peaks[1] if None not in peaks else None,
+            "muon_peak_memory_bytes": peaks[0], "adamw_peak_memory_bytes": peaks[1],
+            "comparable": ours["settings"]["compile"] == (ab["variants"]["muon"]["settings"]["compile"])}
+
+
 def stage_summary() -> None:
     from pretrain.perf.attention_probe import describe
 
@@ -360,6 +378,7 @@ def stage_summary() -> None:
                "mb2x_micro_batch": (mb32.get("settings") or {}).get("micro_batch"),
                "mb2x_peak_memory_bytes": mb32_peak,
                "mb2x_fits_80GB": None if mb32_peak is None else mb32_peak < FITS_BYTES,
+               "muon_over_adamw": _muon_over_adamw(ours, ab),
                "smoke_ok": (smoke or {}).get("ok")}
     _write("summary", summary)
 
@@ -389,6 +408,10 @@ def stage_summary() -> None:
         lines.append(f"  micro-batch {summary['mb2x_micro_batch']}: peak {_fmt(mb32_peak, '.1f', 1e-9, ' GB')}, "
                      f"{'n/a' if fits is None else 'fits' if fits else 'does NOT fit'} in 80 GB"
                      + (f" ({mb32['error']})" if "error" in mb32 else ""))
+    muon = summary["muon_over_adamw"]
+    if muon:
+        lines.append(f"  Muon / AdamW: step time {muon['step_time']:.2f}x, peak memory "
+                     f"{_fmt(muon['peak_memory'], '.2f', unit='x')}")
     lines.append(f"  smoke (launch + supervisor, checkpoint, --resume, eval): "
                  f"{'ok' if summary['smoke_ok'] else 'FAILED or not run'}")
     missing = [f for n, f in FILES.items() if n != "summary" and not summary["files"][n]]

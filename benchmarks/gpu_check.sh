@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 PLAN_ONLY=0
 [[ "${1:-}" == "--plan" ]] && PLAN_ONLY=1
 TOTAL_S=${GPU_CHECK_TOTAL_S:-300}
-AB=${GPU_CHECK_AB:-"cudnn head128"}
+AB=${GPU_CHECK_AB:-"muon cudnn head128"}  # muon first: Muon vs AdamW at 0.4B (issue 31)
 # Stage limits in seconds (each also capped by what is left of TOTAL_S): caps for a stage that hangs or
 # compiles slowly, not expectations. In the worst case (every stage hanging to its limit) the essentials
 # still all run: micro-batch 32 gets 80 s for its cold compile, 40 s if `ours` also had to fall back to

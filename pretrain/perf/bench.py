@@ -68,6 +68,7 @@ class BenchSettings:
     compile_backend: str = "inductor"  # "eager" traces with dynamo only (the CPU dress rehearsal)
     n_head: int = 0  # 0 = the preset's (an A/B of the head dimension)
     sdpa_backend: str = ""  # force one SDPA backend (an A/B); "" = PyTorch's choice
+    optimizer: str = "adamw"  # a name in pretrain.config.OPTIMIZERS (the GPU check's Muon A/B)
 
     @property
     def tokens_per_step(self) -> int:
@@ -232,7 +233,7 @@ def setup(settings: BenchSettings) -> BenchSetup:
     generator = torch.Generator().manual_seed(settings.seed)
     batch = torch.randint(0, settings.vocab_size, (settings.micro_batch * settings.accum, settings.seq_len + 1),
                           generator=generator).to(device)
-    return BenchSetup(cfg=cfg, runtime=runtime, optim=OptimConfig(), micro_batches=list(batch.split(settings.micro_batch)),
+    return BenchSetup(cfg=cfg, runtime=runtime, optim=OptimConfig(name=settings.optimizer), micro_batches=list(batch.split(settings.micro_batch)),
                       peak=peak_flops(device))
 
 
@@ -375,7 +376,8 @@ def check_memory(s: BenchSettings) -> None:
 
     run = preset(s.config, s.vocab_size)
     run = replace(run, model=model_config(s.config, s.vocab_size, block_size=max(s.seq_len, run.model.block_size)),
-                  data=replace(run.data, micro_batch=s.micro_batch, seq_len=s.seq_len))
+                  data=replace(run.data, micro_batch=s.micro_batch, seq_len=s.seq_len),
+                  optim=replace(run.optim, name=s.optimizer))
     need = memory_estimate(run, autocast=s.dtype == "bf16", fused_optimizer=s.fused_adamw)["total_bytes"]
     need += s.micro_batch * s.accum * (s.seq_len + 1) * 8
     have, name = _device_memory(torch.device(s.device))

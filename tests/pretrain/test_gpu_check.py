@@ -40,7 +40,7 @@ def rehearsal_env(tmp_path: Path, results: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(blocker), "PYTHON": sys.executable, "RESULTS_DIR": str(results),
             "GIT_COMMIT": COMMIT, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
             "GPU_CHECK_CONFIG": "tiny", "GPU_CHECK_DEVICE": "cpu", "GPU_CHECK_MICRO_BATCH": "2",
-            "GPU_CHECK_SEQ_LEN": "64", "GPU_CHECK_STEPS": "2", "GPU_CHECK_WARMUP": "1", "GPU_CHECK_AB": "head128",
+            "GPU_CHECK_SEQ_LEN": "64", "GPU_CHECK_STEPS": "2", "GPU_CHECK_WARMUP": "1", "GPU_CHECK_AB": "muon head128",
             # Generous on a loaded CI machine; the GPU budgets are the script's defaults (test_the_default_budget...).
             "GPU_CHECK_TOTAL_S": "1200", "GPU_CHECK_ENV_S": "200", "GPU_CHECK_SMOKE_S": "400",
             "GPU_CHECK_OURS_S": "200", "GPU_CHECK_HF_EAGER_S": "200", "GPU_CHECK_HF_REGIONAL_S": "200",
@@ -67,8 +67,8 @@ def test_the_default_budget_runs_the_essentials_first_and_ends_within_300_s_with
     summary within 300 s, and the documented device call's timeout above the summary's end."""
     rows, text = _plan()
     names = [r["stage"] for r in rows]
-    assert names == ["env", "ours", "ours eager", "hf eager", "hf regional", "ab mb2x", "smoke", "ab cudnn",
-                     "ab head128", "summary"]  # no whole-model-compiled HF A/B by default
+    assert names == ["env", "ours", "ours eager", "hf eager", "hf regional", "ab mb2x", "smoke", "ab muon",
+                     "ab cudnn", "ab head128", "summary"]  # no whole-model-compiled HF A/B by default
     ran = [r for r in rows if r["limit_s"] != "skipped" and r["stage"] != "summary"]
     assert [r["stage"] for r in ran if r["stage"] != "ours eager"] == ESSENTIALS  # the rest waits for spare time
     mb2x = next(r for r in ran if r["stage"] == "ab mb2x")
@@ -126,7 +126,7 @@ def test_dress_rehearsal_writes_every_file_and_the_table(tmp_path):
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert {p.name for p in results.iterdir()} == FILES  # at most 8 files, no folders, no temp file
     stages = list(csv.DictReader((results / "stages.tsv").open(), delimiter="\t"))
-    assert [s["stage"] for s in stages] == [*ESSENTIALS, "smoke", "ab head128"]
+    assert [s["stage"] for s in stages] == [*ESSENTIALS, "smoke", "ab muon", "ab head128"]
     assert all(s["exit_code"] == "0" for s in stages), stages
     assert "ImportError" not in proc.stdout  # nothing on the path needs what the GPU machine lacks
 
@@ -155,6 +155,7 @@ def test_dress_rehearsal_writes_every_file_and_the_table(tmp_path):
     assert summary["hf_fastest_mode"] == fastest and summary["commit"] == COMMIT
     assert summary["ratio_ours_over_fastest_hf"] == pytest.approx(r["tokens_per_s"] / hf["modes"][fastest]["tokens_per_s"])
     assert summary["ratio_ours_over_fastest_hf"] == min(summary["ratios_ours_over_hf"].values())
+    assert summary["muon_over_adamw"]["step_time"] > 0 and "Muon / AdamW: step time" in proc.stdout
 
     smoke = json.loads((results / "smoke.json").read_text())
     assert smoke["ok"], smoke
@@ -174,6 +175,8 @@ def test_dress_rehearsal_writes_every_file_and_the_table(tmp_path):
     assert ab["variants"]["mb2x"]["settings"]["micro_batch"] == 2 * ours["settings"]["micro_batch"]
     assert ab["variants"]["mb2x"]["result"]["tokens_per_s"] > 0
     assert ab["variants"]["head128"]["settings"]["n_head"] == 1  # tiny's 128 wide: one head of 128
+    assert ab["variants"]["muon"]["settings"]["optimizer"] == "muon" and ours["settings"]["optimizer"] == "adamw"
+    assert ab["variants"]["muon"]["result"]["tokens_per_s"] > 0
     # Each A/B compiled in its own inductor cache, none shared with ours or HF's.
     caches = [ours["inductor_cache"], *(m["inductor_cache"] for m in hf["modes"].values()),
               *(v["inductor_cache"] for v in ab["variants"].values())]
