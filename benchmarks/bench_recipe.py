@@ -19,9 +19,11 @@ runs. Every ``--eval-every`` steps the model's held-out bits per byte per langua
 the results before it:
 
 1. AdamW swept over :data:`ADAMW_LRS` at each size (seed 0);
-2. Muon swept over :data:`MUON_LRS` (``optim.muon_lr``, the block matrices) with the size's best AdamW
+2. Muon swept over :data:`MUON_LRS` (:data:`LARGE_MUON_LRS` at the large size; ``optim.muon_lr``, the block
+   matrices) with the size's best AdamW
    ``optim.lr`` for the embeddings and norms; AdamW's best rate for seeds 1 and 2;
-3. Muon's best rate for seeds 1 and 2, and each of :data:`CANDIDATES` on Muon at the small size (3 seeds);
+3. Muon's best rate for seeds 1 and 2, and each of :data:`CANDIDATES` on Muon at the small size (seeds 0 and
+   1: :data:`CANDIDATE_SEEDS`);
 4. the recipe (Muon plus every candidate that won at the small size) at both sizes, 3 seeds: nothing new to
    run where no candidate won, since the recipe is then Muon's runs themselves.
 
@@ -59,6 +61,9 @@ from common.fileio import atomic_write_text, read_json, write_json
 
 ADAMW_LRS = (0.002, 0.004, 0.008, 0.016, 0.032)
 MUON_LRS = (0.0025, 0.005, 0.01, 0.02)
+# The large size's Muon sweep: the three around last session's optimum (0.005 at d64) and the width-independent
+# rule's prediction; 2 CPU cores shared by seven processes left no time for a fourth large run.
+LARGE_MUON_LRS = MUON_LRS[1:]
 SEEDS = (0, 1, 2)
 # Each candidate's overrides, applied on top of Muon at its best rate.
 CANDIDATES: dict[str, tuple[str, ...]] = {
@@ -68,6 +73,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "softcap": ("model.logit_softcap=15",),  # modded-nanogpt's / nanochat's cap
 }
 LANGS = ("bn", "en")
+CANDIDATE_SEEDS = 2  # seeds per candidate: the first two of the run's (2 CPU cores shared, in the time there was)
 
 
 @dataclass(frozen=True)
@@ -322,12 +328,14 @@ def _of(results: dict[str, RunResult], specs: Iterable[Spec]) -> list[RunResult]
 
 def plan(results: dict[str, RunResult], sizes: tuple[Size, ...], seeds: tuple[int, ...], adamw_lrs, muon_lrs,
          candidates: dict[str, tuple[str, ...]]) -> tuple[int, list[Spec]]:
-    """The next phase's specs given the results so far: (phase number, specs); phase 5 = nothing left."""
+    """The next phase's specs given the results so far: (phase number, specs); phase 5 = nothing left.
+    ``muon_lrs`` is the pair of Muon grids, the small size's and the large size's."""
     adamw_sweep = {z.name: [Spec(z, "adamw", lr, seeds[0]) for lr in adamw_lrs] for z in sizes}
     if pending([s for v in adamw_sweep.values() for s in v], results):
         return 1, [s for v in adamw_sweep.values() for s in v]
     adamw_lr = {z: best_rate(_of(results, adamw_sweep[z]), "lr") for z in adamw_sweep}
-    muon_sweep = {z.name: [Spec(z, "muon", adamw_lr[z.name], seeds[0], m) for m in muon_lrs] for z in sizes}
+    grids = {sizes[0].name: muon_lrs[0], sizes[1].name: muon_lrs[1]}
+    muon_sweep = {z.name: [Spec(z, "muon", adamw_lr[z.name], seeds[0], m) for m in grids[z.name]] for z in sizes}
     adamw_seeds = [Spec(z, "adamw", adamw_lr[z.name], s) for z in sizes for s in seeds]
     phase2 = [s for v in muon_sweep.values() for s in v] + adamw_seeds
     if pending(phase2, results):
@@ -338,12 +346,12 @@ def plan(results: dict[str, RunResult], sizes: tuple[Size, ...], seeds: tuple[in
         extra = tuple(o for n in names for o in candidates[n])
         return Spec(z, "muon", adamw_lr[z.name], s, muon_lr[z.name], extra, "+".join(names))
 
-    small = sizes[0]
-    phase3 = [muon(z, s) for z in sizes for s in seeds] + [muon(small, s, (c,)) for c in candidates for s in seeds]
+    small, pair = sizes[0], seeds[:CANDIDATE_SEEDS]
+    phase3 = [muon(z, s) for z in sizes for s in seeds] + [muon(small, s, (c,)) for c in candidates for s in pair]
     if pending(phase3, results):
         return 3, phase3
-    winners = candidate_verdicts(results, [muon(small, s) for s in seeds],
-                                 {c: [muon(small, s, (c,)) for s in seeds] for c in candidates})
+    winners = candidate_verdicts(_of(results, [muon(small, s) for s in pair]),
+                                 {c: _of(results, [muon(small, s, (c,)) for s in pair]) for c in candidates})
     recipe = tuple(c for c, v in winners.items() if v["wins"])
     phase4 = [muon(z, s, recipe) for z in sizes for s in seeds]
     if pending(phase4, results):
@@ -351,13 +359,12 @@ def plan(results: dict[str, RunResult], sizes: tuple[Size, ...], seeds: tuple[in
     return 5, []
 
 
-def candidate_verdicts(results: dict[str, RunResult], baseline: list[Spec],
-                       candidates: dict[str, list[Spec]]) -> dict[str, dict[str, Any]]:
+def candidate_verdicts(baseline: list[RunResult], candidates: dict[str, list[RunResult]]
+                       ) -> dict[str, dict[str, Any]]:
     """Per candidate: its comparison with Muon (paired by seed) and whether it wins in every language."""
-    base = _of(results, baseline)
     out = {}
-    for name, specs in candidates.items():
-        c = compare(_of(results, specs), base)
+    for name, runs in candidates.items():
+        c = compare(runs, baseline)
         out[name] = {"wins": all(c[lang]["beyond_spread"] for lang in LANGS), "by_language": c}
     return out
 
@@ -385,15 +392,14 @@ def summarise(results: dict[str, RunResult], sizes: tuple[Size, ...], seeds: tup
     def muon(z: Size, label: str) -> list[RunResult]:
         return pick(z, "muon", lr=adamw_lr[z.name], muon_lr=muon_lr[z.name], label=label)
 
-    verdicts = {}
-    for c in candidates:
-        verdict = compare(muon(small, c), muon(small, ""))
-        verdicts[c] = {"wins": all(verdict[lang]["beyond_spread"] for lang in LANGS), "by_language": verdict}
+    pair = seeds[:CANDIDATE_SEEDS]
+    verdicts = candidate_verdicts([r for r in muon(small, "") if r.spec["seed"] in pair],
+                                  {c: muon(small, c) for c in candidates})
     recipe = "+".join(c for c in candidates if verdicts[c]["wins"])
     sizes_out = {}
     for z in sizes:
         adamw = pick(z, "adamw", lr=adamw_lr[z.name])
-        arms = {"muon": muon(z, ""), "recipe": muon(z, recipe)}
+        arms = {k: v for k, v in (("muon", muon(z, "")), ("recipe", muon(z, recipe))) if v}  # recipe: by phase 4
         sizes_out[z.name] = {
             "non_embedding": adamw[0].non_embedding, "adamw_lr": adamw_lr[z.name], "muon_lr": muon_lr[z.name],
             "ms_per_step": {"adamw": mean_std([r.ms_per_step for r in adamw]),
@@ -406,7 +412,7 @@ def summarise(results: dict[str, RunResult], sizes: tuple[Size, ...], seeds: tup
                            for r in rs} for z, rs in per.items()} for o, per in sweeps.items()},
         "candidates": verdicts, "recipe": ["muon", *filter(None, recipe.split("+"))],
         "transfer": {"adamw": transfer_check(sweeps["adamw"], "lr", adamw_lrs, small, sizes[1], -1.0),
-                     "muon": transfer_check(sweeps["muon"], "muon_lr", muon_lrs, small, sizes[1], 0.0)},
+                     "muon": transfer_check(sweeps["muon"], "muon_lr", muon_lrs[1], small, sizes[1], 0.0)},
         "curves": {z.name: {arm: {lang: dict(zip(("tokens", "mean", "std"), curve(rs, lang), strict=True))
                                   for lang in LANGS}
                             for arm, rs in (("adamw", pick(z, "adamw", lr=adamw_lr[z.name])),
@@ -431,10 +437,10 @@ def table(summary: dict[str, Any], settings: dict[str, Any]) -> str:
              "| size | arm | rates | lang | final bpb | AdamW final bpb | tokens to AdamW's final | gap at equal "
              "tokens (paired) | beyond spread | ms/step |", "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
     for z, v in summary["sizes"].items():
-        for arm in ("muon", "recipe"):
+        for arm in (a for a in ("muon", "recipe") if f"{a}_vs_adamw" in v):
             rates = f"muon_lr {v['muon_lr']:g}, lr {v['adamw_lr']:g}"
             for lang, c in v[f"{arm}_vs_adamw"].items():
-                lines.append(f"| {z} | {arm} | {rates} | {lang} | {_pm(c['final'])} | {_pm(c['baseline_final'])} | "
+                lines.append(f"| {z} | {arm} ({c['seeds']} seeds) | {rates} | {lang} | {_pm(c['final'])} | {_pm(c['baseline_final'])} | "
                              f"{_ratio(c['token_ratio'])} | {_pm((c['gap'], c['gap_std']))} | "
                              f"{'yes' if c['beyond_spread'] else 'no'} | {_pm(v['ms_per_step'][arm], 1)} |")
         lines.append(f"| {z} | adamw | lr {v['adamw_lr']:g} | | | | | | | {_pm(v['ms_per_step']['adamw'], 1)} |")
@@ -521,13 +527,15 @@ def main() -> None:
     p.add_argument("--steps", type=cli.at_least(2, int), default=200, help="updates of 1,024 tokens per run")
     p.add_argument("--eval-every", type=cli.positive_int, default=25)
     p.add_argument("--quick", action="store_true", help="the pipeline at 12 steps, 2 rates, 2 seeds, 1 candidate")
+    p.add_argument("--report-only", action="store_true",
+                   help="write the report from the runs done so far (phases 1-3 at least), run nothing")
     args = p.parse_args()
     if not (args.data / bench_model.BN[0]).is_file():
         p.error(f"--data {args.data}: expected the shared data folder with {bench_model.BN[0]}")
-    seeds, adamw_lrs, muon_lrs, candidates = SEEDS, ADAMW_LRS, MUON_LRS, CANDIDATES
+    seeds, adamw_lrs, muon_lrs, candidates = SEEDS, ADAMW_LRS, (MUON_LRS, LARGE_MUON_LRS), CANDIDATES
     if args.quick:
         args.steps, args.eval_every, args.heldout_chars = 12, 6, 4000
-        seeds, adamw_lrs, muon_lrs = SEEDS[:2], ADAMW_LRS[1:3], MUON_LRS[1:3]
+        seeds, adamw_lrs, muon_lrs = SEEDS[:2], ADAMW_LRS[1:3], (MUON_LRS[1:3], MUON_LRS[1:3])
         candidates = {"wsd": CANDIDATES["wsd"]}
     work = args.out / "runs"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -546,7 +554,7 @@ def main() -> None:
     print("non-embedding parameters: " + ", ".join(f"{k} {v:,}" for k, v in counts.items())
           + f"; ratio {counts[SIZES[1].name] / counts[SIZES[0].name]:.2f}", file=sys.stderr, flush=True)
     started = time.time()
-    while True:
+    while not args.report_only:
         phase, specs = plan(load_results(runs_dir), SIZES, seeds, adamw_lrs, muon_lrs, candidates)
         if not specs:
             break

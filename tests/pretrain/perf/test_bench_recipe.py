@@ -18,7 +18,7 @@ from common.fileio import write_json  # noqa: E402
 
 SIZES = (br.Size("s", 64, 2), br.Size("l", 128, 2))
 SEEDS = (0, 1, 2)
-ADAMW, MUON = (0.002, 0.004, 0.008), (0.005, 0.01, 0.02)
+ADAMW, MUON = (0.002, 0.004, 0.008), ((0.005, 0.01, 0.02), (0.005, 0.01, 0.02))
 CANDIDATES = {"good": ("optim.schedule=wsd",), "bad": ("model.qk_norm=true",)}
 
 
@@ -83,7 +83,7 @@ def test_the_phases_choose_the_best_rates_and_keep_only_a_winning_candidate(tmp_
     # 2048 + 2048 * (2.875 - 2.0) / (2.875 - 1.75) tokens, of AdamW's 4096.
     assert c["token_ratio"] == pytest.approx((2048 + 2048 * 0.875 / 1.125) / 4096, abs=2e-3)
     assert c["gap"] == pytest.approx(-0.25, abs=1e-9) and c["beyond_spread"]
-    assert "| s | recipe |" in br.table(summary, {"steps": 4, "seeds": list(SEEDS)})
+    assert "| s | recipe (3 seeds) |" in br.table(summary, {"steps": 4, "seeds": list(SEEDS)})
 
 
 def test_a_resumed_benchmark_runs_only_what_is_missing(tmp_path):
