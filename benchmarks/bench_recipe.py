@@ -252,6 +252,40 @@ def run_phase(specs: Iterable[Spec], runs_dir: Path, jobs: int,
     return done
 
 
+def step_times(specs: list[Spec], settings: Settings, rounds: int = 10, steps: int = 3) -> dict[str, float]:
+    """Median CPU ms per update of each spec's model and optimizer: this process's CPU time (one torch
+    thread), in turns (``rounds`` turns of ``steps`` updates on the same batch, after one untimed update).
+    CPU time, not wall time: on the shared machine a wall-clock step waits for the other jobs (the runs' own
+    medians, taken at different times, differ by up to 8x between runs of the same shape)."""
+    import torch
+
+    from pretrain.model.gpt import build_model
+    from pretrain.train import distributed
+    from pretrain.train.optim import make_optimizer, set_rates, train_step
+
+    torch.set_num_threads(1)
+    runtime = distributed.setup("cpu", "fp32")
+    setups = []
+    for spec in specs:
+        cfg = run_config(spec, settings)
+        model = build_model(cfg.model, spec.seed)
+        optimizer = make_optimizer(model, cfg.optim, runtime.device)
+        set_rates(optimizer, 0, cfg.optim, cfg.train.max_steps)
+        batch = torch.randint(0, cfg.model.real_vocab_size, (cfg.train.global_batch_tokens // cfg.seq_len,
+                                                             cfg.seq_len + 1), generator=torch.Generator().manual_seed(0))
+        micro = list(batch.split(cfg.data.micro_batch))
+        train_step(model, optimizer, micro, runtime, cfg.optim.grad_clip)
+        setups.append((spec.name, model, optimizer, micro, cfg.optim.grad_clip))
+    times: dict[str, list[float]] = {name: [] for name, *_ in setups}
+    for _ in range(rounds):
+        for name, model, optimizer, micro, clip in setups:
+            for _ in range(steps):
+                start = time.process_time()
+                train_step(model, optimizer, micro, runtime, clip)
+                times[name].append(time.process_time() - start)
+    return {name: 1000 * statistics.median(t) for name, t in times.items()}
+
+
 # ------------------------------------------------------------------------------------------------ figures
 
 
@@ -435,7 +469,7 @@ def table(summary: dict[str, Any], settings: dict[str, Any]) -> str:
              + ", ".join(f"{z} {v['non_embedding']:,}" for z, v in summary["sizes"].items())
              + f" (ratio {summary['parameter_ratio']:.2f}).", "",
              "| size | arm | rates | lang | final bpb | AdamW final bpb | tokens to AdamW's final | gap at equal "
-             "tokens (paired) | beyond spread | ms/step |", "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
+             "tokens (paired) | beyond spread | ms/step (runs' median) |", "|---|---|---|---|---:|---:|---:|---:|---|---:|"]
     for z, v in summary["sizes"].items():
         for arm in (a for a in ("muon", "recipe") if f"{a}_vs_adamw" in v):
             rates = f"muon_lr {v['muon_lr']:g}, lr {v['adamw_lr']:g}"
@@ -444,6 +478,14 @@ def table(summary: dict[str, Any], settings: dict[str, Any]) -> str:
                              f"{_ratio(c['token_ratio'])} | {_pm((c['gap'], c['gap_std']))} | "
                              f"{'yes' if c['beyond_spread'] else 'no'} | {_pm(v['ms_per_step'][arm], 1)} |")
         lines.append(f"| {z} | adamw | lr {v['adamw_lr']:g} | | | | | | | {_pm(v['ms_per_step']['adamw'], 1)} |")
+    timed = summary.get("step_ms_interleaved") or {}
+    if timed:
+        lines += ["", "CPU ms per update (median), measured in turns in one process on one torch thread (the "
+                  "same batch, after one untimed update):", "",
+                  "| size | AdamW | Muon | recipe | Muon / AdamW |", "|---|---:|---:|---:|---:|"]
+        for z, t in timed.items():
+            lines.append(f"| {z} | {t['adamw']:.1f} | {t['muon']:.1f} | {t['recipe']:.1f} | "
+                         f"{t['muon'] / t['adamw']:.2f}x |")
     lines += ["", "Sweeps (seed 0, final bits per byte bn / en; Muon's with the size's best AdamW lr for the rest):",
               "", "| optimizer | size | rate | bn | en |", "|---|---|---:|---:|---:|"]
     for o, per in summary["sweeps"].items():
@@ -562,6 +604,21 @@ def main() -> None:
         print(f"phase {phase}: {len(todo)} of {len(specs)} runs to do", file=sys.stderr, flush=True)
         run_phase(todo, runs_dir, args.jobs, _Runner(settings))
     summary = summarise(load_results(runs_dir), SIZES, seeds, adamw_lrs, muon_lrs, candidates)
+    arms = {}
+    recipe = tuple(summary["recipe"][1:])
+    for z in SIZES:
+        v = summary["sizes"][z.name]
+        arms[z.name] = {"adamw": Spec(z, "adamw", v["adamw_lr"], seeds[0]),
+                        "muon": Spec(z, "muon", v["adamw_lr"], seeds[0], v["muon_lr"]),
+                        "recipe": Spec(z, "muon", v["adamw_lr"], seeds[0], v["muon_lr"],
+                                       tuple(o for c in recipe for o in candidates[c]), "+".join(recipe))}
+    timed = work / "step_times.json"  # kept: a --report-only rerun does not measure again
+    names = sorted(s.name for a in arms.values() for s in a.values())
+    known = read_json(timed) if timed.is_file() else {}
+    if sorted(known) != names:
+        known = step_times([s for a in arms.values() for s in a.values()], settings)
+        write_json(timed, known)
+    summary["step_ms_interleaved"] = {z: {arm: known[s.name] for arm, s in a.items()} for z, a in arms.items()}
     used = {"steps": args.steps, "seeds": list(seeds), "vocab_size": args.vocab_size, "max_chars": args.max_chars,
             "heldout_chars": args.heldout_chars, "eval_every": args.eval_every, "jobs": args.jobs,
             "bn": bench_model.BN, "en": bench_model.EN, "quick": args.quick,
