@@ -12,8 +12,7 @@ Stages, in order of priority, each writing its file in ``RESULTS_DIR`` atomicall
     hf MODE          hf.json           HF LlamaForCausalLM's step in MODE (eager, regional), one entry per mode
     ab NAME          ab.json           one A/B variant of our step (or HF whole-model compiled), one entry each;
                                        mb2x (micro-batch 32) is the only source of the "fits 80 GB" figure;
-                                       muon: the step with optim.name=muon (the summary: its step time and
-                                       peak memory over ours', AdamW's)
+                                       muon: our step with Muon instead of AdamW (step time, peak memory)
     smoke            smoke.json        pretrain launch (supervisor, checkpoint), --resume, pretrain eval
     summary          summary.json      ours / fastest HF mode, micro-batch 32's peak memory, the table printed last
 
@@ -224,7 +223,7 @@ def _variant(name: str):
     s = settings()
     if name == "mb2x":
         return replace(s, micro_batch=2 * s.micro_batch)
-    if name == "muon":  # issue 31: Muon on the block matrices, AdamW on the rest, against ours' AdamW
+    if name == "muon":  # Muon on the blocks' matrices, AdamW on the rest, against ours (AdamW alone)
         return replace(s, optimizer="muon")
     if name in ("cudnn", "flash"):
         return replace(s, sdpa_backend=name)
@@ -346,20 +345,6 @@ def _fmt(value: float | None, spec: str, scale: float = 1.0, unit: str = "") -> 
     return "n/a" if value is None else f"{value * scale:{spec}}{unit}"
 
 
-def _muon_over_adamw(ours: dict[str, Any] | None, ab: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The Muon A/B's step time and peak memory over ours' (AdamW, the same step otherwise); None if either is
-    missing. Peak memory is None on a CPU (no allocator statistics)."""
-    muon = (((ab or {}).get("variants") or {}).get("muon") or {}).get("result")
-    if not ours or not muon:
-        return None
-    adamw = ours["result"]
-    peaks = muon["peak_memory_bytes"], adamw["peak_memory_bytes"]
-    return {"step_time": muon["seconds_per_step"] / adamw["seconds_per_step"],
-            "peak_memory": peaks[0] / peaks[1] if None not in peaks else None,
-            "muon_peak_memory_bytes": peaks[0], "adamw_peak_memory_bytes": peaks[1],
-            "comparable": ours["settings"]["compile"] == (ab["variants"]["muon"]["settings"]["compile"])}
-
-
 def stage_summary() -> None:
     from pretrain.perf.attention_probe import describe
 
@@ -367,6 +352,7 @@ def stage_summary() -> None:
     modes = (hf or {}).get("modes", {})
     mb32 = ((ab or {}).get("variants") or {}).get("mb2x", {})
     mb32_peak = (mb32.get("result") or {}).get("peak_memory_bytes")
+    muon = (((ab or {}).get("variants") or {}).get("muon") or {}).get("result")
     fastest = max(modes, key=lambda m: modes[m]["tokens_per_s"]) if modes else None
     ratio = (ours["result"]["tokens_per_s"] / modes[fastest]["tokens_per_s"]) if ours and fastest else None
     summary = {"date": _now(), "commit": (env or {}).get("commit", os.environ.get("GIT_COMMIT") or "unknown"),
@@ -378,7 +364,8 @@ def stage_summary() -> None:
                "mb2x_micro_batch": (mb32.get("settings") or {}).get("micro_batch"),
                "mb2x_peak_memory_bytes": mb32_peak,
                "mb2x_fits_80GB": None if mb32_peak is None else mb32_peak < FITS_BYTES,
-               "muon_over_adamw": _muon_over_adamw(ours, ab),
+               "muon_over_adamw_tokens_per_s": muon["tokens_per_s"] / ours["result"]["tokens_per_s"]
+               if muon and ours else None,
                "smoke_ok": (smoke or {}).get("ok")}
     _write("summary", summary)
 
@@ -408,10 +395,10 @@ def stage_summary() -> None:
         lines.append(f"  micro-batch {summary['mb2x_micro_batch']}: peak {_fmt(mb32_peak, '.1f', 1e-9, ' GB')}, "
                      f"{'n/a' if fits is None else 'fits' if fits else 'does NOT fit'} in 80 GB"
                      + (f" ({mb32['error']})" if "error" in mb32 else ""))
-    muon = summary["muon_over_adamw"]
-    if muon:
-        lines.append(f"  Muon / AdamW: step time {muon['step_time']:.2f}x, peak memory "
-                     f"{_fmt(muon['peak_memory'], '.2f', unit='x')}")
+    if summary["muon_over_adamw_tokens_per_s"] is not None:
+        lines.append(f"  Muon / AdamW tokens/s: {summary['muon_over_adamw_tokens_per_s']:.2f}x; peak memory "
+                     f"{_fmt(muon['peak_memory_bytes'], '.1f', 2**-30, 'G')} against "
+                     f"{_fmt(ours['result']['peak_memory_bytes'], '.1f', 2**-30, 'G')}")
     lines.append(f"  smoke (launch + supervisor, checkpoint, --resume, eval): "
                  f"{'ok' if summary['smoke_ok'] else 'FAILED or not run'}")
     missing = [f for n, f in FILES.items() if n != "summary" and not summary["files"][n]]

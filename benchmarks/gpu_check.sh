@@ -19,7 +19,8 @@
 #
 # Stages (benchmarks/gpu_check.py says what each writes), in order of priority:
 #   essentials: env, ours, hf eager, hf regional, ab mb2x (micro-batch 32: the "fits 80 GB" figure)
-#   then, only while time is left: smoke, the other A/Bs (GPU_CHECK_AB), then the summary.
+#   then, only while time is left: smoke, the other A/Bs (GPU_CHECK_AB: muon, i.e. Muon against AdamW, first),
+#   then the summary.
 # If `ours` writes nothing (compilation hung or crashed the process), `ours eager` measures our step
 # uncompiled so the ratio still comes back; a compile error inside the stage falls back the same way.
 # Files: environment.json ours.json hf.json smoke.json ab.json summary.json stages.tsv log.txt.
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/.."
 PLAN_ONLY=0
 [[ "${1:-}" == "--plan" ]] && PLAN_ONLY=1
 TOTAL_S=${GPU_CHECK_TOTAL_S:-300}
-AB=${GPU_CHECK_AB:-"muon cudnn head128"}  # muon first: Muon vs AdamW at 0.4B (issue 31)
+AB=${GPU_CHECK_AB:-"muon cudnn head128"}
 # Stage limits in seconds (each also capped by what is left of TOTAL_S): caps for a stage that hangs or
 # compiles slowly, not expectations. In the worst case (every stage hanging to its limit) the essentials
 # still all run: micro-batch 32 gets 80 s for its cold compile, 40 s if `ours` also had to fall back to

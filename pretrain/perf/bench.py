@@ -39,7 +39,7 @@ import torch.nn as nn
 from common import cli, paths
 from common.errors import InputError
 from common.fileio import write_json
-from pretrain.config import PRESETS, OptimConfig, model_config
+from pretrain.config import OPTIMIZERS, PRESETS, OptimConfig, model_config
 from pretrain.model.gpt import GPT, GPTConfig
 from pretrain.model.hf_llama import hf_loss, to_hf
 from pretrain.train.distributed import Runtime
@@ -68,7 +68,7 @@ class BenchSettings:
     compile_backend: str = "inductor"  # "eager" traces with dynamo only (the CPU dress rehearsal)
     n_head: int = 0  # 0 = the preset's (an A/B of the head dimension)
     sdpa_backend: str = ""  # force one SDPA backend (an A/B); "" = PyTorch's choice
-    optimizer: str = "adamw"  # a name in pretrain.config.OPTIMIZERS (the GPU check's Muon A/B)
+    optimizer: str = "adamw"  # a name in pretrain.config.OPTIMIZERS, with its default settings
 
     @property
     def tokens_per_step(self) -> int:
@@ -297,7 +297,8 @@ def run_bench(settings: BenchSettings, *, with_hf: bool = True) -> BenchReport:
 def format_bench(report: BenchReport) -> str:
     s, d = report.settings, report.device
     lines = [f"bench {s.config}: {d.get('name')} ({d['device']}), torch {d['torch']}, {s.dtype}, "
-             f"compile {'mode=' + s.compile_mode if s.compile else 'off'}, fused AdamW {s.fused_adamw}",
+             f"compile {'mode=' + s.compile_mode if s.compile else 'off'}, optimizer {s.optimizer}, fused AdamW "
+             f"{s.fused_adamw}",
              f"  step: {s.micro_batch} x {s.seq_len} tokens x {s.accum} accumulation = {s.tokens_per_step:,} tokens; "
              f"{s.steps} timed steps after {s.warmup} warm-up",
              f"  {'model':<44}{'tokens/s':>12}{'s/step':>10}{'MFU':>8}{'peak mem':>12}{'loss first/last':>20}"]
@@ -335,6 +336,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto", help="auto = on CUDA")
     p.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile mode")
     p.add_argument("--dtype", choices=["auto", "bf16", "fp32"], default="auto", help="auto = bf16 on CUDA")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adamw",
+                   help="the optimizer our step (and HF's) uses, with its default settings")
     p.add_argument("--no-hf", action="store_true", help="measure our step only")
     p.add_argument("--out", metavar="PATH", type=paths.output_file,
                    help="write the report as JSON here: a new file, or with --overwrite one this command wrote")
@@ -353,7 +356,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         seq_len=args.seq_len or cfg.block_size, steps=args.steps, warmup=args.warmup, device=device,
         dtype=("bf16" if on_gpu else "fp32") if args.dtype == "auto" else args.dtype,
         compile=args.compile == "yes" or (args.compile == "auto" and on_gpu), compile_mode=args.compile_mode,
-        fused_adamw=on_gpu)
+        fused_adamw=on_gpu, optimizer=args.optimizer)
     check_memory(settings)
     return settings
 

@@ -2,8 +2,8 @@
 
 Layout in ``RUN/checkpoints/``:
 
-* ``step_XXXXXXXX.pt``: a ``torch.save`` of the training state (model, optimizer, scheduler, RNG states,
-  data sampler position, config, tokenizer identity); loadable with ``weights_only=True``.
+* ``step_XXXXXXXX.pt``: a ``torch.save`` of the training state (model, optimizer: every part's under Muon,
+  scheduler, RNG states, data sampler position, config, tokenizer identity); loadable with ``weights_only=True``.
 * ``step_XXXXXXXX.json``: its sidecar ``{"file", "step", "sha256", "bytes", "val_loss", "time", "line",
   "lineage"}``. It is written after the ``.pt`` is complete and renamed into place, so a checkpoint without a
   sidecar is an interrupted write and is never loaded.

@@ -167,6 +167,7 @@ CASES: dict[str, Case] = {
     "bench --micro-batch 0": lambda e: (["bench", "--micro-batch", "0"], ["--micro-batch"]),
     "bench --vocab-size 1.5": lambda e: (["bench", "--vocab-size", "1.5"], ["--vocab-size"]),
     "bench --config unknown": lambda e: (["bench", "--config", "huge"], ["--config", "huge"]),
+    "bench --optimizer unknown": lambda e: (["bench", "--optimizer", "lion"], ["--optimizer", "lion"]),
     # --- eval --out: never a file of a run or shard folder other than its own (issue 28, defect 5) -------------
     "eval --out the run's config.json --overwrite": lambda e: (
         ["eval", "--run", str(e.trained()), "--out", str(e.root / "run" / "config.json"), "--overwrite"],

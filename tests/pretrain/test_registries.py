@@ -91,6 +91,10 @@ def test_a_new_optimizer_is_validated_chosen_planned_carded_and_checkpointed(mon
     assert plan.memory["optimizer_state_bytes"] == 4 * plan.parameters  # the one buffer, from the entry
     assert plan.checkpoint_bytes == 8 * plan.parameters
     assert "| optimizer | SGD (momentum 0.9, lr 0.002); gradient clip 1.0 |" in _card(cfg)
+    assert ("| optimizer | Muon (lr 0.02, momentum 0.85 rising to 0.95 over 300 steps, Nesterov, 5 Newton-Schulz "
+            "steps, weight decay 0.0, adjust_lr_fn original) on the blocks' matrices; AdamW (lr 0.002, betas 0.9, "
+            "0.95; weight decay 0.1 on matrices) on the embeddings, head and norms; gradient clip 1.0 |"
+            in _card(apply_overrides(preset("tiny", 300), ["optim.name=muon"])))
     with pytest.raises(SystemExit):
         cli.main(["launch", "--help"])
     helped = " ".join(capsys.readouterr().out.split())

@@ -11,7 +11,7 @@ import torch
 
 from pretrain.cli import main
 from pretrain.config import apply_overrides, preset
-from pretrain.guard.run_plan import optimizer_state_bytes
+from pretrain.guard.run_plan import checkpoint_bytes, optimizer_state_bytes
 from pretrain.model.gpt import build_model, count_parameters, parameter_counts
 from pretrain.train.optim import CombinedOptimizer, lr_at, make_optimizer, muon_momentum_at, set_rates
 
@@ -119,3 +119,35 @@ def test_a_checkpoint_of_another_optimizer_is_refused_in_one_line(micro, synthet
     assert err == (f"pretrain: error: checkpoint {checkpoint} was trained with optimizer adamw, this run uses muon: "
                    "the optimizer states differ; continue it with --set optim.name=adamw, or start from a "
                    "checkpoint written with muon")
+
+
+def test_a_muon_checkpoint_is_smaller_by_one_buffer_of_the_blocks_matrices(micro, synthetic_shards, tmp_path):
+    """What the plan says of the checkpoint (`run_plan.checkpoint_bytes`), against the files: beside the
+    weights and the optimizer state a checkpoint holds kilobytes (config, RNG, sampler, the groups' settings)."""
+    sizes, planned = {}, {}
+    for optimizer in ("adamw", "muon"):
+        run = tmp_path / optimizer
+        assert main(micro.args(synthetic_shards, run, 2, "--optimizer", optimizer)) == 0
+        sizes[optimizer] = json.loads((run / "checkpoints" / "step_00000002.json").read_text())["bytes"]
+        planned[optimizer] = checkpoint_bytes(micro.config(synthetic_shards, run, f"optim.name={optimizer}"))
+        assert 0 < sizes[optimizer] - planned[optimizer] < 64 * 1024
+    blocks = parameter_counts(micro.config(synthetic_shards, tmp_path).model).block_matrices
+    assert planned["adamw"] - planned["muon"] == 4 * blocks
+    assert sizes["adamw"] - sizes["muon"] == pytest.approx(4 * blocks, rel=0.02)
+
+
+def test_fsdp_chosen_by_auto_is_refused_with_muon_before_the_model_is_built(micro, synthetic_shards, tmp_path,
+                                                                           capsys, monkeypatch):
+    """``train.fsdp=yes`` with Muon is refused with the config (tests/pretrain/test_contract.py); ``auto`` decides
+    on the device, where it picks FSDP2 when DDP's replica would not fit: here two processes that would not."""
+    from pretrain.train import distributed, trainer
+
+    monkeypatch.setattr(distributed, "setup", lambda device, dtype: distributed.Runtime(CPU, None, world_size=2))
+    monkeypatch.setattr(distributed, "use_fsdp", lambda fsdp, parameters, runtime: True)
+    monkeypatch.setattr(trainer, "Trainer", lambda *args, **kwargs: pytest.fail("the trainer was built"))
+    capsys.readouterr()
+    assert main(micro.args(synthetic_shards, tmp_path / "run", 4, "--optimizer", "muon")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("pretrain: error: train.fsdp=auto chose FSDP2 (DDP's full replica would not fit on this device), "
+                   "and optim.name=muon does not work with it: Muon orthogonalises whole matrices (Newton-Schulz) "
+                   "and FSDP2 shards them; train with train.fsdp=no (DDP), or optim.name=adamw")
