@@ -374,10 +374,13 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): see docs/pretrain.md for the count.
-    # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the cosine ends at step 3815.
+    # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the decay ends at step 3815.
     "bangla-0.4b": Preset(
         model=dict(n_layer=24, n_head=16, n_embd=1024, block_size=2048),
-        optim=dict(lr=3e-4, warmup_steps=200),
+        # The recipe measured by benchmarks/bench_recipe.py (docs/pretrain.md, Recipe): Muon on the blocks'
+        # matrices at the large CPU size's optimum (width-independent rule), AdamW for embeddings, head and norms
+        # at that size's optimum 4e-3 scaled by 1/width (128/1024), and WSD, which beat cosine on Muon.
+        optim=dict(name="muon", muon_lr=5e-3, lr=5e-4, schedule="wsd", warmup_steps=200),
         data=dict(micro_batch=16, eval_tokens=262144),
         train=dict(global_batch_tokens=524288, token_budget=2e9, max_steps=0, eval_interval=250,
                    checkpoint_interval=250),

@@ -27,6 +27,11 @@ Speed on a GPU (numerically the same function; the golden reference in `pretrain
   its elementwise passes over the logits fuse); no-grad passes (validation, generation) run eagerly, so
   evaluation never triggers a recompile.
 
+Recipe switches (off by default, measured by ``benchmarks/bench_recipe.py``): ``qk_norm`` (RMSNorm on each
+head's q and k before RoPE), ``logit_softcap`` (``c * tanh(logits / c)``, in generation, validation and the
+loss alike) and ``z_loss`` (a training-loss term on the log-partition; validation scores the plain
+cross-entropy). Neither of the first two has a Llama equivalent, so ``pretrain export`` refuses them.
+
 Initialisation: every weight matrix ~ N(0, init_std), the two projections that write into the residual
 stream (``attn.proj``, ``mlp.down``) ~ N(0, init_std / sqrt(2 * n_layer)) as in GPT-2, norm weights 1.
 Nothing is zero-initialised, so every parameter receives a nonzero gradient at step 0 (the gradient-flow
@@ -69,6 +74,10 @@ class GPTConfig:
     norm_eps: float = 1e-5
     init_std: float = 0.02
     real_vocab_size: int = 0  # the tokenizer's vocabulary; 0 = vocab_size (no padding)
+    # Recipe switches (issue 31), each off by default; benchmarks/bench_recipe.py measures them.
+    qk_norm: bool = False  # RMSNorm (learned weight) on each head's q and k, before RoPE (OLMo 2, Qwen3)
+    logit_softcap: float = 0.0  # logits = c * tanh(logits / c) (Gemma 2); 0 = off
+    z_loss: float = 0.0  # adds z_loss * logsumexp(logits)^2 per token to the training loss (PaLM); 0 = off
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
@@ -81,6 +90,8 @@ class GPTConfig:
             self.real_vocab_size = self.vocab_size
         if not 0 < self.real_vocab_size <= self.vocab_size:
             raise ValueError(f"real_vocab_size {self.real_vocab_size} must be in 1..vocab_size {self.vocab_size}")
+        if self.logit_softcap < 0 or self.z_loss < 0:
+            raise ValueError(f"logit_softcap {self.logit_softcap} and z_loss {self.z_loss} must be >= 0 (0 = off)")
 
     @property
     def head_dim(self) -> int:
@@ -91,6 +102,8 @@ def count_parameters(cfg: GPTConfig) -> int:
     """The parameter count of ``GPT(cfg)``, computed from the shapes alone."""
     d, h, v = cfg.n_embd, cfg.ffn_hidden, cfg.vocab_size
     per_layer = 2 * d + 4 * d * d + 3 * d * h  # two norms, qkv + proj, gate_up + down
+    if cfg.qk_norm:
+        per_layer += 2 * cfg.head_dim  # the q and k norms' weights, shared by the heads
     head = 0 if cfg.tie_embeddings else v * d
     return v * d + cfg.n_layer * per_layer + d + head
 
@@ -124,10 +137,15 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.head_dim = cfg.n_head, cfg.head_dim
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        # Modules only with the switch on: a default model's state dict and parameters are today's.
+        self.q_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # flash attention on a GPU
         return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
@@ -229,9 +247,13 @@ class GPT(nn.Module):
             x = run(block, x, cos, sin)
         h = self.norm(x)
         if targets is None:
-            return self.lm_head(h)[..., :self.cfg.real_vocab_size], None
+            logits = self.lm_head(h)[..., :self.cfg.real_vocab_size]
+            if self.cfg.logit_softcap:
+                logits = self.cfg.logit_softcap * torch.tanh(logits / self.cfg.logit_softcap)
+            return logits, None
         return None, linear_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.reshape(-1),
-                                          self.cfg.real_vocab_size, body=self.loss_chunk if compiled else None)
+                                          self.cfg.real_vocab_size, body=self.loss_chunk if compiled else None,
+                                          softcap=self.cfg.logit_softcap, z_loss=self.cfg.z_loss)
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0, top_k: int | None = None,

@@ -102,6 +102,10 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
     state = load_checkpoint(checkpoint)  # verifies the checksum
     model = model_from_checkpoint(state, checkpoint)
+    unmapped = [f"{k}={getattr(model.cfg, k)}" for k in ("qk_norm", "logit_softcap") if getattr(model.cfg, k)]
+    if unmapped:
+        raise ExportError(f"{checkpoint}: model.{', model.'.join(unmapped)} has no LlamaForCausalLM equivalent; "
+                          "export supports models trained without qk_norm and logit_softcap")
     info = state.get("tokenizer") or {}
     spec = tokenizer or info.get("spec")
     if not spec:

@@ -41,7 +41,8 @@ def test_budget_overrides_rederive_the_steps_and_an_explicit_step_count_wins():
 
 
 def test_plan_numbers():
-    plan = plan_run(preset("bangla-0.4b", GPT2_VOCAB), tokens_per_s=200_000)
+    # AdamW's figures (the preset trains with Muon: test_muons_one_buffer_in_the_plan).
+    plan = plan_run(apply_overrides(preset("bangla-0.4b", GPT2_VOCAB), ["optim.name=adamw"]), tokens_per_s=200_000)
     assert (plan.steps, plan.tokens_per_step, plan.tokens) == (3815, 524288, 3815 * 524288)
     assert (plan.micro_batch, plan.accumulation) == (16, 16)
     assert plan.hours == pytest.approx(3815 * 524288 / 200_000 / 3600)
@@ -53,8 +54,8 @@ def test_plan_numbers():
 
 def test_muons_one_buffer_in_the_plan():
     """Muon keeps one fp32 buffer per element of the blocks' matrices where AdamW keeps two moments."""
-    adamw, muon = preset("bangla-0.4b", GPT2_VOCAB), apply_overrides(preset("bangla-0.4b", GPT2_VOCAB),
-                                                                    ["optim.name=muon"])
+    adamw = apply_overrides(preset("bangla-0.4b", GPT2_VOCAB), ["optim.name=adamw"])
+    muon = apply_overrides(preset("bangla-0.4b", GPT2_VOCAB), ["optim.name=muon"])
     a, m = plan_run(adamw), plan_run(muon)
     blocks = parameter_counts(muon.model).block_matrices
     assert (a.optimizer, m.optimizer) == ("adamw", "muon")
@@ -70,7 +71,7 @@ def test_launch_dry_run_prints_the_plan(capsys):
     out = capsys.readouterr().out
     assert "2,000,158,720 (2.000e9) for a budget of 2e+09" in out
     assert "3,815 of 524,288 tokens (16 sequences x 16 accumulation" in out
-    assert "step 3815 (last): 3e-05" in out  # lr 3e-4 x min_lr_ratio 0.1, at the last step
+    assert "step 3815 (last): 5e-05" in out  # lr 5e-4 x min_lr_ratio 0.1, at the last step
     assert "assumed: 45% MFU" in out and "GB each" in out and "GB of disk" in out and "per device" in out
     assert cli.main(["launch", "--config", "bangla-0.4b", "--dry-run", "--micro-batch", "32",
                      "--tokens-per-s", "150000"]) == 0
