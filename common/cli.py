@@ -6,7 +6,9 @@
   (:func:`label`), so nonsense fails at parse time naming the option; :func:`parse_lang_numbers` is the one
   ``LANG=NUMBER,...`` parser;
 * :func:`run_command`, the one top-level handler: bad input (:class:`common.errors.InputError`, or a file the
-  system refuses) is one line and exit 2, never a traceback; SIGINT/SIGTERM are one line and 130/143.
+  system refuses) is one line and exit 2, never a traceback; the machine's own failures (a full disk or quota,
+  too many open files, an I/O error) one line and exit 74; a reader that closes the pipe a quiet exit 141;
+  SIGINT/SIGTERM/SIGHUP one line and 130/143/129.
 
 Every CLI module has the same shape: ``build_parser()`` and ``main(argv) = run_command(PROG, build_parser,
 run, argv)``, where ``run(args) -> int`` does the work.
@@ -17,13 +19,17 @@ from __future__ import annotations
 import argparse
 import errno
 import math
+import os
 import re
+import resource
+import select
+import stat
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
 
 from common import paths
-from common.errors import InputError
+from common.errors import InputError, machine_failure
 from common.signals import Interrupted, raise_on_signals
 
 _RST_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|obj):`~?([^`]+)`")
@@ -31,6 +37,8 @@ _LITERAL = re.compile(r"``([^`]+)``")
 _REF = re.compile(r"`([^`]+)`")
 
 EXIT_INPUT = 2
+EXIT_MACHINE = 74  # EX_IOERR (sysexits.h): the machine failed (disk full, quota, open files, I/O), not the input
+EXIT_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head -1`), what a shell shows for `yes`
 
 
 def plain(text: str) -> str:
@@ -191,6 +199,8 @@ _PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirec
 # The same for errors that have no subclass of their own; ELOOP gets its plain name (strerror says "Too many
 # levels of symbolic links").
 _PATH_ERRNOS = {errno.ENAMETOOLONG: None, errno.ELOOP: "symlink loop", errno.EROFS: None, errno.ENXIO: None}
+# Where the machine's own failure (exit 74, :func:`machine_message`) was a write that found no room.
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def one_line(message: object) -> str:
@@ -198,31 +208,123 @@ def one_line(message: object) -> str:
     return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
 
 
+def _open_file_limit() -> str:
+    try:
+        return f" (the limit is {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})"
+    except (OSError, ValueError):
+        return ""
+
+
+_WRITES = (paths.Role.OUTPUT_DIR, paths.Role.OUTPUT_FILE, paths.Role.WORK_DIR)
+
+
+def write_targets(parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> list[str]:
+    """What the parsed command may have been writing when a write failed without naming its file: its output
+    options by their roles (``--out /data/shards``), and standard output where that is a file or a device (a
+    terminal or a pipe never runs out of space)."""
+    found = []
+    if parser is not None and args is not None:
+        _, actions = paths._chosen(parser, args)
+        found = [f"{(a.option_strings or [a.dest])[0]} {value}" for a in actions
+                 if paths.takes_value(a) and paths.role_of(a) in _WRITES for value in paths._values(a, args)]
+    try:
+        out = os.fstat(sys.stdout.fileno())
+        if ((stat.S_ISREG(out.st_mode) or stat.S_ISCHR(out.st_mode)) and not sys.stdout.isatty()
+                and not os.path.samestat(out, os.stat(os.devnull))):  # /dev/null never fills
+            found.append("standard output")
+    except (AttributeError, OSError, ValueError):  # no stdout, or not a file (replaced by a test's capture)
+        pass
+    return found
+
+
+def machine_message(e: OSError, targets: Sequence[str] = ()) -> str:
+    """One line on what ran out or failed, and where: the file, or else ``targets`` for a write (what the
+    command writes, :func:`write_targets`): ``no space left on device writing /data/x.bin: ...``."""
+    if e.errno in _WRITE_ERRNOS:
+        where = e.filename if e.filename is not None else " or ".join(targets)
+        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+        return (f"{what}{f' writing {where}' if where else ''}: free some space (finished work is kept) and rerun "
+                "the same command")
+    where = e.filename
+    if e.errno == errno.EMFILE:
+        return (f"too many open files{_open_file_limit()}{f' opening {where}' if where else ''}: raise the limit "
+                "with `ulimit -n 65536` in this shell and rerun the same command")
+    if e.errno == errno.ENFILE:
+        return (f"too many open files in the system{f' opening {where}' if where else ''}: the system's table of "
+                "open files is full; close other programs (or raise fs.file-max) and rerun the same command")
+    return (f"input/output error{f' on {where}' if where else ''}: the disk or file system failed; check it "
+            "(dmesg) and rerun the same command")
+
+
+def _flush_stdout() -> None:
+    # Buffered output is written here, under the handler, and not at the interpreter's exit, where a closed
+    # pipe or a full disk would be an "Exception ignored" traceback and exit 120.
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _reader_gone() -> bool:
+    """Whether the reader of stdout went away: its pipe's (or socket's) other end is closed."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no stdout, or not a file (replaced by a test's capture)
+        return False
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit:  # --help, or a parse error: the help's text is flushed under the handler too
+        _flush_stdout()
+        raise
+
+
 def run_command(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
                 run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run: the contract's exit codes and one-line messages for every command.
 
-    0/``run``'s own code; 2 bad input (one line naming the file, option or field); 130/143 SIGINT/SIGTERM
-    (one line; finished work is kept by the command's atomic writes). Any other exception is a bug and keeps
-    its traceback.
+    0/``run``'s own code; 2 bad input (one line naming the file, option or field); 74 the machine failed
+    (a full disk or quota, too many open files, an I/O error: one line naming what and where, found
+    through the chain of a library's wrapping exceptions too); 141 and nothing said when the reader of
+    stdout went away (``| head -1``); 130/143/129 SIGINT/SIGTERM/SIGHUP (one line; finished work is kept by
+    the command's atomic writes). Any other exception is a bug and keeps its traceback.
     """
     raise_on_signals()
+    parser = args = None
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         paths.check_args(parser, args)  # every output file and work folder against the inputs, before any work
-        return run(args)
+        code = run(args)
+        _flush_stdout()
+        return code
     except InputError as e:
         print(f"{prog}: error: {one_line(e)}", file=sys.stderr)
-        return EXIT_INPUT
-    except OSError as e:
-        if not isinstance(e, _PATH_ERRORS) and e.errno not in _PATH_ERRNOS:
+        # Its own words (a result that could not be put in place says where it is kept), the machine's code
+        # where the machine failed beneath it.
+        return EXIT_MACHINE if machine_failure(e) is not None else EXIT_INPUT
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise  # another pipe (a child process's): not the reader of our output going away
+        # As Unix tools end: quietly. Python's recipe: what is still buffered goes to /dev/null, not to the
+        # closed pipe (which would fail again at exit).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE
+    except (Interrupted, KeyboardInterrupt) as e:
+        stop = Interrupted.of(e)
+        print(stop.line(prog), file=sys.stderr)
+        return stop.exit_code
+    except Exception as e:
+        if (failure := machine_failure(e)) is not None:
+            print(f"{prog}: error: {one_line(machine_message(failure, write_targets(parser, args)))}",
+                  file=sys.stderr)
+            return EXIT_MACHINE
+        if not isinstance(e, OSError) or not (isinstance(e, _PATH_ERRORS) or e.errno in _PATH_ERRNOS):
             raise
         where = f"{e.filename}: " if e.filename else ""
         print(f"{prog}: error: {where}{_PATH_ERRNOS.get(e.errno) or e.strerror or one_line(e)}", file=sys.stderr)
         return EXIT_INPUT
-    except (Interrupted, KeyboardInterrupt) as e:
-        stop = e if isinstance(e, Interrupted) else Interrupted(2)
-        print(f"{prog}: stopped by {stop.name}; finished work is kept (rerun the same command to go on)",
-              file=sys.stderr)
-        return stop.exit_code

@@ -7,9 +7,12 @@ The policy (docs/contract.md says it to users):
   it: a published folder carries :data:`MARKER`. A folder of anything else is never replaced.
 * Never, whatever the flags: a file where a folder is expected, the current directory or a folder above it,
   a folder that is, holds or lies inside one of the command's inputs.
-* Its parent must be writable. All of this is checked before any work starts (:func:`check_output_dir`).
+* Its parent must be writable (a probe of one block: a full disk is caught too). All of this is checked before
+  any work starts (:func:`check_output_dir`), and again under the lock of OUT's one writer (:func:`output_dir`,
+  ``common.writer``), which every staging and publishing call requires.
 * The content is built in a staging folder beside OUT (:func:`staging_dir`) and swapped in at the end
-  (:func:`publish_dir`), so OUT holds either the old or the new content, never a mixture or neither.
+  (:func:`publish_dir`, in one exchange where the file system can, with signals held), so OUT holds either
+  the old or the new content, never a mixture or neither.
 * A symbolic link as OUT stays as it is: the content goes to the folder it points to (:func:`publish_path`).
   A mount point cannot take the final rename and is refused before any work (:func:`check_publishable`).
 * Only what the project made is ever removed (``common.owned`` for folders that outlive a process).
@@ -19,6 +22,8 @@ This is the output-folder role of `common.paths`, which holds the other roles' p
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import shutil
@@ -29,10 +34,13 @@ from functools import partial
 from pathlib import Path
 
 from common.errors import OutputPathError
-from common.fileio import WRITTEN_BY, read_json, umask, write_json
+from common.fileio import WRITTEN_BY, read_json, write_json
+from common.signals import held_signals
+from common.writer import OLD, STAGING, Writer, canonical, require, writing
 
 # Written into every folder this project publishes: the mark that --overwrite may replace it.
 MARKER = ".bangla-tokfair.json"
+PROBE_BYTES = 4096  # one block: what any new file of a result needs at least
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -51,8 +59,14 @@ def _writable_parent(out: Path, what: str) -> None:
     except OSError as e:
         raise OutputPathError(f"{what} {out}: {parent} is not writable ({e.strerror}); choose another place "
                               "(nothing was written)") from None
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        os.write(fd, bytes(PROBE_BYTES))  # a full disk still allows an empty file, not a block of data
+    except OSError as e:
+        raise OutputPathError(f"{what} {out}: {parent} cannot be written ({e.strerror}); free space or choose "
+                              "another place (nothing was written)") from None
+    finally:
+        os.close(fd)
+        os.unlink(probe)
 
 
 def _check_inputs(out: Path, inputs: Iterable[str | os.PathLike], what: str) -> None:
@@ -103,17 +117,27 @@ def check_output_dir(out: str | os.PathLike, *, overwrite: bool = False, inputs:
     return out
 
 
+@contextmanager
+def output_dir(out: str | os.PathLike, command: str, *, overwrite: bool = False,
+               inputs: Iterable[str | os.PathLike] = (), what: str = "--out", publish: bool = True) -> Iterator[Path]:
+    """OUT for the block, with its one writer's lock held (:func:`common.writer.writing`): checked
+    (:func:`check_output_dir`) before the lock is taken, so that a refused OUT gets nothing written beside it,
+    and again under it, since another writer may have finished meanwhile."""
+    check_output_dir(out, overwrite=overwrite, inputs=inputs, what=what, publish=publish)
+    with writing(out, command, overwrite=overwrite, what=what):
+        yield check_output_dir(out, overwrite=overwrite, inputs=inputs, what=what, publish=publish)
+
+
 class PublishError(OutputPathError):
     """The finished result could not be put in place at OUT (a mount the checks could not see, a folder changed
     meanwhile); it is kept where it was built, and OUT is as it was."""
 
 
 def publish_path(out: str | os.PathLike) -> Path:
-    """Where OUT's content goes: OUT, or, when OUT is a symbolic link, the folder it points to. The link is the
-    user's: it is never renamed or replaced, and the content is staged beside its target, so that publishing is
-    still one rename on the target's file system."""
-    out = Path(out)
-    return out.resolve() if out.is_symlink() else out
+    """Where OUT's content goes: OUT resolved once (:func:`common.writer.canonical`), so, when OUT is a
+    symbolic link, the folder it points to. The link is the user's: it is never renamed or replaced, and the
+    content is staged beside its target, so that publishing is still one rename on the target's file system."""
+    return canonical(out)
 
 
 def check_publishable(out: str | os.PathLike, what: str = "--out") -> None:
@@ -126,7 +150,7 @@ def check_publishable(out: str | os.PathLike, what: str = "--out") -> None:
     if is_mount_point(target):
         raise OutputPathError(f"{what} {out}: is a mount point, which cannot be replaced by the finished folder; "
                               f"give a folder inside it, e.g. {what} {Path(out) / 'result'} (nothing was written)")
-    if target != Path(out):
+    if Path(out).is_symlink():
         _writable_parent(target, what)
 
 
@@ -147,36 +171,38 @@ def is_mount_point(path: str | os.PathLike) -> bool:
 
 @contextmanager
 def staging_dir(out: str | os.PathLike) -> Iterator[Path]:
-    """A fresh folder beside ``out`` (beside its target when ``out`` is a symlink) to build its content in;
-    removed if the block raises, except when publishing failed (:class:`PublishError`: it holds the result).
-
-    The folder gets the mode a plain ``mkdir`` would (``mkdtemp`` makes it 0700, which would leave a
-    published report unreadable to others).
+    """A fresh folder beside ``out`` (beside its target when ``out`` is a symlink) to build its content in,
+    under the lock of OUT's writer (:func:`common.writer.writing`), which journals it first; removed if the
+    block raises, except once publishing has handed it to the user (:class:`PublishError`: it holds the result).
     """
+    writer = require(out)
     out = publish_path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    os.chmod(tmp, 0o777 & ~umask())
+    tmp = writer.new_name(out, STAGING, ".tmp")
+    tmp.mkdir()  # the mode a plain mkdir gives, so that a published report is readable by others
     try:
         yield tmp
-    except PublishError:
-        raise
     except BaseException:
-        # Provably ours: mkdtemp made it under a name no other folder has, in this process, moments ago.
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Provably ours: journaled under OUT's lock before it was made, and not yet handed on.
+        if writer.journal.get(writer._key(tmp)) == STAGING:
+            shutil.rmtree(tmp, ignore_errors=True)
+            writer.done(tmp)
         raise
 
 
 def publish_dir(staged: str | os.PathLike, out: str | os.PathLike, *, command: str = "") -> Path:
     """Mark a staged folder as ours and move it to ``out`` (to its target when ``out`` is a symlink, which
-    stays as it is), replacing an existing folder there only when it is empty or ours (the caller checked
-    ``--overwrite`` up front with :func:`check_output_dir`).
+    stays as it is), under the lock of OUT's writer, replacing an existing folder there only when it is empty
+    or ours, and, at OUT itself, only when the writer was given ``overwrite``: checked again here, under the
+    lock, since the check before the work.
 
     An empty folder is replaced by the one rename (POSIX renames a folder onto an empty one). A folder of ours
-    is moved aside first and removed only once the new one is in place, so a crash in between leaves either
-    the old or the new content under ``out``, never neither. A rename that fails (a mount point no check could
-    see: EBUSY) puts back what was moved and raises :class:`PublishError`: one line, nothing lost.
+    is moved aside first (journaled, so a writer killed in between is undone by the next one) and removed only
+    once the new one is in place; signals wait until the swap is over. So whatever stops the command, ``out``
+    holds the old or the new content, never neither. A rename that fails (a mount point no check could see:
+    EBUSY) puts back what was moved and raises :class:`PublishError`: one line, nothing lost.
     """
+    writer = require(out)
     staged, given = Path(staged), Path(out)
     out = publish_path(given)
     # What the staging folder's own marker recorded (a resumable build's arguments) stays in it: should the
@@ -188,31 +214,75 @@ def publish_dir(staged: str | os.PathLike, out: str | os.PathLike, *, command: s
     extra = earlier if isinstance(earlier, dict) else {}
     write_json(staged / MARKER, {**extra, "written_by": WRITTEN_BY, "command": command})
     kept = f"the result is kept in {staged}; move it where you want it"
-    if not (out.exists() or out.is_symlink()):
-        _rename(staged, out, given, kept)
-        return given
-    if not out.is_dir() or (any(out.iterdir()) and not is_ours(out)):
-        raise PublishError(f"{given}: is no longer empty nor a folder this project wrote; {kept}")
-    if not any(out.iterdir()):
-        _rename(staged, out, given, kept)
-        return given
-    # A name no other folder has (mkdtemp), so that nothing of anyone else's is in the way or removed.
-    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-    _rename(out, old, given, kept, cleanup=old)
+    old = None  # where the earlier result is once the new one is in place
+    with held_signals():
+        try:
+            if os.path.lexists(out) and (not out.is_dir() or any(out.iterdir())):
+                if not out.is_dir() or not is_ours(out):
+                    raise PublishError(f"{given}: is no longer empty nor a folder this project wrote; {kept}")
+                if out == writer.out and not writer.overwrite:
+                    raise PublishError(f"{given}: holds a result written since this command began (it was given "
+                                       f"no --overwrite); {kept}")
+                old = _swap(writer, staged, out, given, kept)
+            else:
+                _rename(staged, out, given, kept)
+        except PublishError:
+            writer.done(staged)  # the user's to move now: never removed
+            raise
+        if old != staged:
+            writer.done(staged)
+    if old is not None:
+        # Provably the folder that was at OUT: ours (checked above), swapped out by this very call, journaled.
+        shutil.rmtree(old)
+        writer.done(old)
+    return given
+
+
+def _swap(writer: Writer, staged: Path, out: Path, given: Path, kept: str) -> Path:
+    """Put ``staged`` in the place of the folder at ``out`` and return where that folder is now.
+
+    Where the file system can (Linux's ``renameat2(RENAME_EXCHANGE)``: ext4, xfs, btrfs, tmpfs), the two trade
+    places in one step, so that not even ``kill -9`` finds OUT missing; the journal says which folder ``staged``
+    was, and the next writer removes it only once it is the old one. Elsewhere the old folder is renamed aside
+    first (journaled; the next writer puts it back if the new one never arrived)."""
+    swapping = writer.swapping(staged)
+    try:
+        exchange(staged, out)
+        return staged
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise PublishError(f"{given}: could not be put in place ({e.strerror}); {kept}") from None
+    if swapping:
+        writer.done(staged)  # not swapped: as it was before
+    old = writer.new_name(out, OLD, ".old")
+    _rename(out, old, given, kept)
     try:
         _rename(staged, out, given, kept)
     except PublishError:
         old.rename(out)
+        writer.done(old)
         raise
-    # Provably the folder that was at OUT: ours (checked above), renamed aside by this very call.
-    shutil.rmtree(old)
-    return given
+    return old
 
 
-def _rename(src: Path, dst: Path, given: Path, kept: str, cleanup: Path | None = None) -> None:
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Swap two paths atomically (``renameat2`` with ``RENAME_EXCHANGE``); OSError EINVAL/ENOSYS where the
+    system or file system cannot."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(b))
+
+
+def _rename(src: Path, dst: Path, given: Path, kept: str) -> None:
     try:
         src.rename(dst)
     except OSError as e:
-        if cleanup is not None:
-            cleanup.rmdir()  # the empty folder mkdtemp made for the rename, nothing else
         raise PublishError(f"{given}: could not be put in place ({e.strerror}); {kept}") from None

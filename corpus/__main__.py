@@ -1,6 +1,12 @@
-"""``python -m corpus`` = the ``corpus`` command."""
+"""``python -m corpus`` and the ``corpus`` command ([project.scripts]): the signal handlers first, then the
+command's heavy imports (common.signals.launch)."""
 
-from corpus.cli import main
+from common.signals import launch
+
+
+def main() -> int:
+    return launch("corpus", "corpus.cli")
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -25,13 +25,15 @@ either absent (or as it was) or complete.
 from __future__ import annotations
 
 import tempfile
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
 from common.outdir import publish_dir
-from corpus.check import check_build, check_plan
+from common.writer import writing
+from corpus.check import check_build, check_out, check_plan
 from corpus.config import BuildConfig, BuildError, Checked, PlanError
 from corpus.engine.executors import ExecutorConfig
 from corpus.engine.faults import kill_or_pause_if_asked
@@ -54,7 +56,7 @@ from corpus.report import write_report
 from corpus.shards.format import MANIFEST_NAME, Manifest, ShardInfo, dtype_for_vocab
 from corpus.shards.keys import load_keys, save_keys
 from corpus.shards.verify import check_written
-from fertility.text import TextSource
+from fertility.text import TextSource, input_paths
 
 __all__ = ["BuildConfig", "BuildError", "build", "plan_only", "staging_path"]
 
@@ -74,9 +76,23 @@ def build(config: BuildConfig, out_dir: str | Path, *, append: bool = False, ove
     executor = executor or ExecutorConfig()
     out_dir = Path(out_dir)
     checked = check_build(config, out_dir, executor, work_dir, append=append, overwrite=overwrite)
+    with ExitStack() as locks:
+        # One build at a time on OUT (its staging folder with it) and on a --work-dir of this machine: a second
+        # is refused in one line. Taken by a finished build too, which so finishes what a killed publish left.
+        # The check again under the lock: another build may have ended meanwhile.
+        locks.enter_context(writing(out_dir, "corpus build", overwrite=overwrite or append))
+        if work_dir and "://" not in work_dir:
+            locks.enter_context(writing(work_dir, "corpus build", what="--work-dir"))
+        checked.existing, checked.done = check_out(out_dir, checked.info, config.arguments(), append=append,
+                                                   overwrite=overwrite, inputs=input_paths(checked.sources))
+        if checked.done:
+            return checked.existing, None
+        return _build(config, out_dir, checked, append, executor, work_dir, keep_work, strict_mix)
+
+
+def _build(config: BuildConfig, out_dir: Path, checked: Checked, append: bool, executor: ExecutorConfig,
+           work_dir: str | None, keep_work: bool, strict_mix: bool) -> tuple[Manifest, Prepared | None]:
     existing = checked.existing
-    if checked.done:
-        return existing, None
     with staged(out_dir, {"arguments": config.arguments(), "append": append}) as stage:
         if existing is not None:
             link_existing(out_dir, stage)

@@ -12,7 +12,7 @@ import argparse
 from common import cli as clihelp
 from common import paths
 from common.errors import InputError
-from common.outdir import check_output_dir
+from common.outdir import output_dir
 from fertility.analysis import analyze
 from fertility.premium import FLORES_REFERENCE, add_parallel_arguments, parallel_sources
 from fertility.present.report import terminal_table, write_report
@@ -96,17 +96,17 @@ def run(args: argparse.Namespace) -> int:
     if not texts and not parallel:
         raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
     inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])
-    check_output_dir(args.out, overwrite=args.overwrite, inputs=inputs)
     reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
-    try:
-        report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
-                         reference=reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
-                         progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
-                         detail_every=args.detail_every)
-    except BadUTF8Error as e:  # only this command knows its flag for skipping such lines
-        raise e.with_hint("pass --skip-bad-utf8 to skip such lines") from None
-    print(terminal_table(report))
-    out = write_report(report, args.out, overwrite=args.overwrite)
+    with output_dir(args.out, "fertility report", overwrite=args.overwrite, inputs=inputs):
+        try:
+            report = analyze(args.tokenizer, texts or list(parallel.values()), parallel=parallel or None,
+                             reference=reference, max_chars=args.max_chars, tokenizer_dir=args.tokenizer_dir,
+                             progress=not args.no_progress, errors="skip" if args.skip_bad_utf8 else "strict",
+                             detail_every=args.detail_every)
+        except BadUTF8Error as e:  # only this command knows its flag for skipping such lines
+            raise e.with_hint("pass --skip-bad-utf8 to skip such lines") from None
+        print(terminal_table(report))
+        out = write_report(report, args.out, overwrite=args.overwrite)
     print(f"report: {out / 'report.html'} (also report.md, report.json)")
     return 0
 

@@ -19,8 +19,9 @@ import socket
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from common.cli import check_label
@@ -135,8 +136,9 @@ def iter_documents(
     ``max_chars`` keeps whole documents, in file order, until at least that many characters have been
     yielded: a deterministic sample (the head of the source). ``errors="strict"`` raises :class:`BadUTF8Error`
     on a line that is not UTF-8; ``errors="skip"`` skips it and counts it in ``counters["bad_utf8"]``.
-    ``counters`` (when given) also receives ``documents`` and ``chars``. A text line over ``PIECE_BYTES``
-    comes as several documents (cut at whitespace) with the same ``line``. A missing, empty or truncated
+    ``counters`` (when given) also receives ``documents`` and ``chars``. A text line, JSONL record or parquet
+    (dataset) cell of ``PIECE_BYTES`` or more comes as several documents (cut at whitespace, :func:`cut_pieces`)
+    with the same ``line``. A missing, empty or truncated
     source, a bad JSON line or a missing field raises :class:`TextError` naming the file and line.
     """
     if errors not in ("strict", "skip"):
@@ -216,24 +218,29 @@ def _raw_documents(source: TextSource, errors: str, counters: dict) -> Iterator[
     elif name.endswith(_PARQUET_SUFFIXES):
         yield from _parquet_documents(source, path)
     elif name.endswith(_JSONL_SUFFIXES):
-        for text, line in _decoded_lines(path, errors, counters, whole_lines=True):
-            yield Document(_json_field(text, source.field, path, line), str(path), line)
+        field = source.field
+        for text, line in _decoded_lines(path, errors, counters, parse=lambda t, n: _json_field(t, field, path, n)):
+            for piece in cut_pieces(text):
+                yield Document(piece, str(path), line)
     else:
         for text, line in _decoded_lines(path, errors, counters):
             yield Document(text, str(path), line)
 
 
-def _decoded_lines(path: Path, errors: str, counters: dict, whole_lines: bool = False) -> Iterator[tuple[str, int]]:
+def _decoded_lines(path: Path, errors: str, counters: dict,
+                   parse: Callable[[str, int], str] | None = None) -> Iterator[tuple[str, int]]:
     """Non-blank lines of a (possibly gzipped) UTF-8 file, without their line ends, with 1-based numbers.
 
     A line longer than ``PIECE_BYTES`` comes as several pieces with the same number (see :func:`_line_pieces`),
-    so memory stays bounded on a file with no newline at all (``whole_lines``: JSONL, see there).
+    so memory stays bounded on a file with no newline at all. With ``parse`` (JSONL) each line is read whole
+    and what ``parse(line, number)`` returns comes instead of it; the line is let go first, so that a long
+    record is held once, as its parsed text, while that is cut (:func:`cut_pieces`).
     """
     with _open_binary(path) as f:
         line_no = 0
         skipping = 0  # the line number whose earlier piece was not UTF-8 (errors="skip" drops the whole rest)
         try:
-            for raw, line_no, col in _line_pieces(f, path, whole_lines):
+            for raw, line_no, col in _line_pieces(f, path, whole_lines=parse is not None):
                 if skipping == line_no:
                     continue
                 try:
@@ -246,11 +253,15 @@ def _decoded_lines(path: Path, errors: str, counters: dict, whole_lines: bool = 
                     column = col + len(raw[:e.start].decode("utf-8")) + 1
                     raise BadUTF8Error(f"{path}:{line_no}: not valid UTF-8 (byte {raw[e.start]:#04x} at character "
                                        f"{column}); expected UTF-8 text") from None
+                raw = None  # a long record's bytes are not kept beside its text
                 if line_no == 1 and col == 0:
                     text = text.removeprefix("\ufeff")
                 text = text.rstrip("\r\n")
                 if text.strip():
+                    if parse is not None:
+                        text = parse(text, line_no)
                     yield text, line_no
+                text = None
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
             raise TextError(
                 f"{path}:{line_no + 1}: the gzip stream is truncated or corrupt ({e}); expected a complete .gz file"
@@ -260,34 +271,85 @@ def _decoded_lines(path: Path, errors: str, counters: dict, whole_lines: bool = 
 def _line_pieces(f, path: Path, whole_lines: bool) -> Iterator[tuple[bytes, int, int]]:
     """``(bytes, line number, characters of that line before these bytes)`` for each line of a binary file.
 
-    A line of at most ``PIECE_BYTES`` comes whole. A longer one is read ``PIECE_BYTES`` at a time and cut
-    where a reader would: after the last whitespace byte in the second half of what is held, else before the
-    last character start (never inside a UTF-8 sequence), so a piece is at most twice ``PIECE_BYTES`` and a
-    word is cut only when the text has no whitespace for half a piece. With ``whole_lines`` (JSONL, whose
-    records cannot be cut) a line over ``MAX_RECORD_BYTES`` is a :class:`TextError` instead.
+    A line of at most ``PIECE_BYTES`` comes whole. A longer one is read ``PIECE_BYTES`` at a time and cut as
+    :func:`_pieces` cuts, so a piece is at most twice ``PIECE_BYTES``. With ``whole_lines`` (JSONL: a record
+    is parsed whole, and its text is then cut by :func:`cut_pieces`) a longer line comes whole too, and one
+    over ``MAX_RECORD_BYTES`` is a :class:`TextError` instead.
     """
-    line_no, col, held = 1, 0, b""
-    while True:
-        raw = f.readline(PIECE_BYTES)
-        if not raw:
-            if held:
-                yield held, line_no, col
-            return
-        held += raw
+    line_no = 1
+    while raw := f.readline(PIECE_BYTES):
         # readline stops short of PIECE_BYTES without a newline only at the end: the file's last line is whole
-        if raw.endswith(b"\n") or len(raw) < PIECE_BYTES:
-            yield held, line_no, col
-            line_no, col, held = line_no + 1, 0, b""
-            continue
-        if whole_lines:
-            if len(held) > MAX_RECORD_BYTES:
-                raise TextError(f"{path}:{line_no}: a line longer than {MAX_RECORD_BYTES:,} bytes; expected one "
-                                "JSON record per line (use a .txt file for one long text)")
-            continue
+        if _line_ends(raw):
+            yield raw, line_no, 0
+        elif whole_lines:
+            yield _whole_line(f, raw, path, line_no), line_no, 0  # not kept here while the reader holds it
+        else:
+            col = 0
+            for piece in _pieces(chain([raw], iter(lambda: f.readline(PIECE_BYTES), b"")), _line_ends):
+                yield piece, line_no, col
+                col += len(piece.decode("utf-8", errors="replace"))  # only for the error message's column
+        raw = None
+        line_no += 1
+
+
+def _whole_line(f, head: bytes, path: Path, line_no: int) -> bytes:
+    """The line that starts with ``head``, read to its end; one over ``MAX_RECORD_BYTES`` is refused."""
+    rest = f.readline(MAX_RECORD_BYTES + 1 - len(head))
+    if len(head) + len(rest) > MAX_RECORD_BYTES and not rest.endswith(b"\n"):
+        raise TextError(f"{path}:{line_no}: a line longer than {MAX_RECORD_BYTES:,} bytes; expected one "
+                        "JSON record per line (use a .txt file for one long text)")
+    return head + rest
+
+
+def _line_ends(raw: bytes) -> bool:
+    return raw.endswith(b"\n") or len(raw) < PIECE_BYTES
+
+
+def _pieces(chunks: Iterable[bytes], last: Callable[[bytes], bool]) -> Iterator[bytes]:
+    """The pieces of one long line (or text), given as consecutive ``chunks`` of at most ``PIECE_BYTES`` of it,
+    where ``last(chunk)`` says a chunk ends it (or the chunks end). After each chunk but the last, what is held
+    is cut where a reader would: after the last whitespace byte in its second half, else before its last
+    character start (never inside a UTF-8 sequence); so a piece is at most twice ``PIECE_BYTES``, and a word is
+    cut only when the text has no whitespace for half a piece. The one rule for plain lines, JSONL records and
+    parquet cells (:func:`cut_pieces`)."""
+    held = b""
+    for chunk in chunks:
+        held += chunk
+        if last(chunk):
+            break
         cut = _cut_point(held)
         piece, held = held[:cut], held[cut:]
-        yield piece, line_no, col
-        col += len(piece.decode("utf-8", errors="replace"))  # only for the error message's column
+        yield piece
+    if held:
+        yield held
+
+
+def cut_pieces(text: str) -> Iterator[str]:
+    """``text`` whole when it is less than ``PIECE_BYTES`` of UTF-8, else the pieces the same text as one plain
+    line would be read as (:func:`_pieces`), less any that are only whitespace: how a JSONL record's or a
+    parquet (or dataset) cell's text longer than that becomes several documents, in order, so that no reader
+    holds more of one document than a plain line gives it. Nothing else is dropped or changed."""
+    if 4 * len(text) < PIECE_BYTES or (len(text) < PIECE_BYTES and len(text.encode("utf-8")) < PIECE_BYTES):
+        yield text
+        return
+    for piece in _pieces(_utf8_chunks(text), lambda chunk: len(chunk) < PIECE_BYTES):
+        piece = piece.decode("utf-8")
+        if piece.strip():
+            yield piece
+
+
+def _utf8_chunks(text: str) -> Iterator[bytes]:
+    """The UTF-8 of ``text`` in chunks of exactly ``PIECE_BYTES`` (the last shorter), encoded a few
+    characters at a time so that the whole encoding is never held."""
+    buf = bytearray()
+    step = max(1, PIECE_BYTES // 4)
+    for start in range(0, len(text), step):
+        buf += text[start:start + step].encode("utf-8")
+        while len(buf) >= PIECE_BYTES:
+            yield bytes(buf[:PIECE_BYTES])
+            del buf[:PIECE_BYTES]
+    if buf:
+        yield bytes(buf)
 
 
 def _cut_point(data: bytes) -> int:
@@ -333,7 +395,8 @@ def _column_documents(values: Iterable, where: str, field: str, start_row: int) 
         if not isinstance(value, str):
             raise TextError(f"{where}: row {row} column {field!r} is {type(value).__name__}, expected a string")
         if value.strip():
-            yield Document(value, where, row)
+            for piece in cut_pieces(value):
+                yield Document(piece, where, row)
 
 
 def open_parquet(f, where: str | os.PathLike):

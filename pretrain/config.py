@@ -54,6 +54,9 @@ class OptimConfig:
     # replan_lr it had there down to the floor at the new max_steps (pretrain.train.optim.lr_at). 0: never.
     replan_step: int = 0
     replan_lr: float = 0.0
+    # Re-planned inside the warmup: the warmup goes on from replan_lr up to the peak at this update (the new
+    # length's warmup), then the schedule decays as usual. 0: no warmup left (the decay starts at replan_lr).
+    replan_warmup: int = 0
     # Muon (torch.optim.Muon) on the blocks' matrices under name "muon"; ignored by "adamw".
     muon_lr: float = 0.02  # peak rate of the Muon group (modded-nanogpt's and Keller Jordan's 0.02)
     muon_momentum: float = 0.95  # momentum after its warmup
@@ -249,14 +252,15 @@ class SupervisorConfig:
     """The supervisor's thresholds and policy (`pretrain.guard.supervisor` reads them from RUN/config.json).
     Defaults suit a real run; tests shrink the windows and timeouts."""
 
-    window: int = 100  # steps of history the spike and explosion tests compare the newest step against
+    window: int = 100  # steps of history the spike and explosion tests compare the newest steps against
     min_history: int = 20  # no spike, explosion or collapse verdict before this many steps of history
-    spike_z: float = 6.0  # loss more than this many standard deviations above the window's trend
-    # Floor on the window's standard deviation, relative to its mean loss: a plateau with almost no noise
-    # would otherwise turn any wobble into a huge z-score.
-    spike_std_floor: float = 0.01
+    # A loss is an outlier at spike_factor x the median loss of the window before it, and only spike_patience
+    # outliers in a row are a verdict (LLM Foundry's KillLossSpike: 2x, a streak of 5); the same streak
+    # length applies to the gradient norm. Single outliers come and go in healthy small-batch runs.
+    spike_factor: float = 2.0
+    spike_patience: int = 5
     # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (docs/pretrain.md).
-    grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median
+    grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median, spike_patience steps
     grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
     throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
     throughput_patience: int = 5  # ...for this many consecutive steps
@@ -271,7 +275,7 @@ class SupervisorConfig:
     def __post_init__(self) -> None:
         if self.halt_policy not in ("halt", "rollback"):
             raise ValueError(f"halt_policy must be 'halt' or 'rollback', got {self.halt_policy!r}")
-        for name in ("window", "min_history", "throughput_patience"):
+        for name in ("window", "min_history", "throughput_patience", "spike_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.throughput_fraction < 1:
@@ -335,11 +339,19 @@ SECTIONS = {"model": GPTConfig, "optim": OptimConfig, "data": DataConfig, "train
             "supervisor": SupervisorConfig}
 
 
+# Settings of the single-step loss z-test the sustained-divergence rule replaced: a config that still names them
+# (a run being resumed) is read without them, since nothing reads them any more.
+RETIRED_SUPERVISOR_FIELDS = frozenset({"spike_z", "spike_std_floor"})
+
+
 def _upgrade(raw: dict[str, Any], where: str) -> dict[str, Any]:
     """A config of a version before the supervisor section (a RUN/config.json or a checkpoint's) in today's
     shape: its ``train.max_rollbacks`` and ``train.supervisor_args`` (the supervisor's own ``--NAME VALUE``
     options, as ``--sup-NAME`` forwarded them) become supervisor fields."""
     train = raw.get("train")
+    if isinstance(raw.get("supervisor"), dict) and RETIRED_SUPERVISOR_FIELDS & set(raw["supervisor"]):
+        supervisor = {k: v for k, v in raw["supervisor"].items() if k not in RETIRED_SUPERVISOR_FIELDS}
+        raw = {**raw, "supervisor": supervisor}
     if "supervisor" in raw or not isinstance(train, dict):
         return raw
     train = dict(train)
@@ -351,6 +363,10 @@ def _upgrade(raw: dict[str, Any], where: str) -> dict[str, Any]:
     while args:
         option = str(args.pop(0))
         name, eq, value = option.removeprefix("--").replace("-", "_").partition("=")
+        if name in RETIRED_SUPERVISOR_FIELDS and (eq or args):
+            if not eq:
+                args.pop(0)
+            continue
         if not option.startswith("--") or name not in hints or not (eq or args):
             raise InputError(f"{where}: train.supervisor_args: {option!r} is not a supervisor option with a value; "
                              f"known: {', '.join('--' + n.replace('_', '-') for n in hints)}")
@@ -434,6 +450,7 @@ FIELD_TYPES: dict[str, Any] = {
     "optim.decay_fraction": cli.share, "optim.weight_decay": cli.non_negative_float, "optim.beta1": cli.share,
     "optim.beta2": cli.share, "optim.eps": cli.positive_float, "optim.grad_clip": cli.non_negative_float,
     "optim.replan_step": cli.non_negative_int, "optim.replan_lr": cli.non_negative_float,
+    "optim.replan_warmup": cli.non_negative_int,
     "optim.muon_lr": cli.positive_float, "optim.muon_momentum": cli.share, "optim.muon_momentum_start": cli.share,
     "optim.muon_momentum_warmup_steps": cli.non_negative_int, "optim.muon_ns_steps": cli.positive_int,
     "optim.muon_weight_decay": cli.non_negative_float,
@@ -444,9 +461,10 @@ FIELD_TYPES: dict[str, Any] = {
     "train.checkpoint_interval": cli.positive_int, "train.keep_last": cli.positive_int,
     "train.log_interval": cli.positive_int, "train.seed": cli.non_negative_int,
     "train.threads": cli.non_negative_int, "train.preflight_steps": cli.non_negative_int,
-    **{f"supervisor.{k}": cli.positive_int for k in ("window", "min_history", "throughput_patience")},
+    **{f"supervisor.{k}": cli.positive_int for k in ("window", "min_history", "throughput_patience",
+                                                      "spike_patience")},
     **{f"supervisor.{k}": cli.non_negative_int for k in ("throughput_warmup", "max_rollbacks", "rollback_skip_before")},
-    **{f"supervisor.{k}": cli.non_negative_float for k in ("spike_z", "spike_std_floor", "grad_explode_factor",
+    **{f"supervisor.{k}": cli.non_negative_float for k in ("spike_factor", "grad_explode_factor",
                                                             "grad_norm_max", "heartbeat_timeout_s", "poll_s", "grace_s")},
     "supervisor.throughput_fraction": cli.fraction,
 }

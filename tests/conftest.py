@@ -264,7 +264,9 @@ def busy_rename(monkeypatch):
     (putting back what was moved aside) go through."""
     import errno
 
-    real = Path.rename
+    from common import outdir
+
+    real, real_exchange = Path.rename, outdir.exchange
 
     def make(path: Path) -> None:
         failed = []
@@ -275,7 +277,14 @@ def busy_rename(monkeypatch):
                 raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(self), None, str(target))
             return real(self, target)
 
+        def exchange(a, b):  # the publish's one-step swap is a rename onto OUT too
+            if not failed and Path(b).absolute() == Path(path).absolute():
+                failed.append(b)
+                raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), str(b))
+            return real_exchange(a, b)
+
         monkeypatch.setattr(Path, "rename", rename)
+        monkeypatch.setattr(outdir, "exchange", exchange)
 
     return make
 

@@ -21,7 +21,7 @@ import fertility
 from common.cli import check_label
 from common.errors import InputError
 from common.fileio import file_sha256, read_json, write_json
-from common.outdir import check_output_dir, publish_dir, staging_dir
+from common.outdir import output_dir, publish_dir, staging_dir
 from fertility.premium import ParallelText, aligned
 from fertility.text import TextSource, check_source, input_paths, iter_documents
 from tokenizers_train import backends, checkpoint, sampling, targeting
@@ -85,7 +85,13 @@ def run(config: TrainingRun) -> RunResult:
     out = config.out
     sources = [*config.texts, *(config.parallel or {}).values(),
                *(r for r in [*config.references, config.tokenizer_dir] if isinstance(r, str))]
-    check_output_dir(out, overwrite=config.overwrite, inputs=input_paths(sources))
+    with output_dir(out, "tokenizers-train", overwrite=config.overwrite, inputs=input_paths(sources)):
+        return _run(config)
+
+
+def _run(config: TrainingRun) -> RunResult:
+    """:func:`run`, under the lock of OUT (which covers its checkpoint and staging folders)."""
+    out = config.out
     # backend, multiple of 64, what only hf-bpe has; the alphabet is checked once read (whole graphemes "auto"
     # is decided then too)
     backends.check_config(dataclasses.replace(config.train, whole_graphemes=bool(config.whole_graphemes)), 0)
@@ -111,8 +117,8 @@ def run(config: TrainingRun) -> RunResult:
         with staging_dir(out) as tmp:
             result = _assemble(config, trained, tmp)
             publish_dir(tmp, out, command="tokenizers-train")
-    except Exception:
-        ckpt.remove()  # an error, not a kill: nothing to resume
+    except (InputError, targeting.TargetNotMet):
+        ckpt.remove()  # the input must change, or every round was tried: nothing to resume
         raise
     ckpt.remove()
     result.out = out

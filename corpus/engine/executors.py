@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import datatrove.executor.base
@@ -29,7 +29,7 @@ from datatrove.executor import LocalPipelineExecutor, RayPipelineExecutor, Slurm
 from datatrove.utils.logging import logger
 from multiprocess.managers import SyncManager
 
-from common.errors import InputError
+from common.errors import InputError, machine_failure
 from common.signals import die_with_parent
 
 EXECUTORS = ("local", "ray", "slurm")
@@ -74,11 +74,21 @@ class ExecutorConfig:
 
 
 def _not_input_error(record) -> bool:
-    # A task that stops on bad input (a line that is not UTF-8, a tokenizer that will not load) is logged by
-    # datatrove with its traceback and every variable; the command prints the error as its one line, so the
-    # terminal gets none of that (the stage's log file keeps it).
+    # A task that stops on bad input (a line that is not UTF-8, a tokenizer that will not load) or on the
+    # machine's failure (a full disk, too many open files) is logged by datatrove with its traceback and every
+    # variable; the command prints the error as its one line, so the terminal gets none of that (the stage's log
+    # file keeps it, where it can still be written).
     exception = record["exception"]
-    return exception is None or not isinstance(exception.value, InputError)
+    return exception is None or not (isinstance(exception.value, InputError) or machine_failure(exception.value))
+
+
+def _best_effort(logfile):
+    """A loguru sink writing to ``logfile`` that drops what the machine cannot store (a full disk): the task's
+    own error says so in one line, where loguru would print a second traceback about its sink."""
+    def write(message: str) -> None:
+        with suppress(OSError):
+            logfile.write(message)
+    return write
 
 
 def _task_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -1):
@@ -88,7 +98,7 @@ def _task_logger(logging_dir, rank: int, local_rank: int = 0, node_rank: int = -
     logfile = logging_dir.open(f"logs/task_{rank:05d}.log", "w")
     logger.add(sys.stderr, level="WARNING", filter=_not_input_error,
                format="{time:HH:mm:ss} {level} task " + str(rank) + ": {message}")
-    logger.add(logfile, level="DEBUG")
+    logger.add(_best_effort(logfile), level="DEBUG")
     return logfile
 
 
@@ -121,7 +131,7 @@ class _Multiprocess:
     @staticmethod
     def Manager():  # noqa: N802 (multiprocess's name)
         manager = SyncManager(ctx=multiprocess.get_context())
-        with sigint_held():
+        with terminal_signals_held():
             manager.start(die_with_parent, (os.getpid(),))
         return manager
 
@@ -171,14 +181,28 @@ def executor_session(config: ExecutorConfig) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    if config.ray_address:
-        ray.init(address=config.ray_address, log_to_driver=False)
-    else:
-        _start_local_ray(ray, config.workers)
+    # ray.init() sets variables in this process's environment and leaves them there after ray.shutdown(): a new
+    # local instance turns on token authentication (RAY_AUTH_MODE=token) for this process and everything it
+    # starts later. A build called from a long-lived process (a notebook, a test session) would thus change how
+    # every Ray cluster started or joined from it afterwards runs; what Ray changed is put back once it stops.
+    before, changed = dict(os.environ), {}
     try:
+        try:
+            if config.ray_address:
+                ray.init(address=config.ray_address, log_to_driver=False)
+            else:
+                _start_local_ray(ray, config.workers)
+        finally:
+            changed = {key: before.get(key) for key in {*before, *os.environ}
+                       if before.get(key) != os.environ.get(key)}
         yield
     finally:
         ray.shutdown()
+        for key, value in changed.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 # Ray waits a fixed 30 s (`ray._private.node`, not configurable in this version) for a starting node to
@@ -200,38 +224,45 @@ def _start_local_ray(ray, workers: int) -> None:
             ray.shutdown()
 
 
+# What a terminal sends to every process of its group: Ctrl-C, and SIGHUP when it closes (a lost ssh session).
+TERMINAL_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+
+
 @contextmanager
-def sigint_held() -> Iterator[None]:
-    """SIGINT held back while worker processes start, so that they start ignoring it: a new Python (spawn)
-    keeps a SIG_IGN it inherits (the signal mask is reset by the exec), so the disposition is SIG_IGN meanwhile
-    (from the main thread, the one that may set it). The signal is also blocked in this thread, which on Linux
-    keeps a Ctrl-C arriving meanwhile pending rather than ignored: it reaches the build's own handler when the
-    block ends."""
-    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def terminal_signals_held() -> Iterator[None]:
+    """The terminal's signals held back while worker processes start, so that they start ignoring them: a new
+    Python (spawn) keeps a SIG_IGN it inherits (the signal mask is reset by the exec), so the disposition is
+    SIG_IGN meanwhile (from the main thread, the one that may set it). The signals are also blocked in this
+    thread, which on Linux keeps one arriving meanwhile pending rather than ignored: it reaches the build's own
+    handler when the block ends."""
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, TERMINAL_SIGNALS)
     main = threading.current_thread() is threading.main_thread()
-    previous_handler = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in TERMINAL_SIGNALS} if main else {}
     try:
         yield
     finally:
-        if main:
-            signal.signal(signal.SIGINT, previous_handler)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
 
 
 def worker_start(parent_pid: int) -> None:
     """First thing in a worker process of the build (a pool initializer): die with the build (even by
-    ``kill -9``), and leave Ctrl-C to it. A terminal sends SIGINT to every process of the group; the build is
-    the one that stops its pools (which ends the workers) and says so in one line. Started under
-    :func:`sigint_held`, it has ignored SIGINT from its first instruction; a forked one unblocks it here."""
+    ``kill -9``), and leave the terminal's signals to it. A terminal sends SIGINT (and SIGHUP) to every process
+    of the group; the build is the one that stops its pools (which ends the workers) and says so in one line.
+    Started under :func:`terminal_signals_held`, it has ignored them from its first instruction; a forked one
+    unblocks them here."""
     die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for sig in TERMINAL_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINAL_SIGNALS)
 
 
 def worker_pool(ctx, processes: int):
     """``ctx.Pool(processes)`` of build workers: every worker runs :func:`worker_start` before anything else and
-    is started with SIGINT held, so no Ctrl-C, however early, reaches a worker's Python."""
-    with sigint_held():
+    is started with the terminal's signals held, so no Ctrl-C or hang-up, however early, reaches a worker's
+    Python."""
+    with terminal_signals_held():
         return ctx.Pool(processes, initializer=worker_start, initargs=(os.getpid(),))
 
 

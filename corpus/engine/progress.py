@@ -111,7 +111,12 @@ class StageWatcher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
-            self.poll()
+            try:
+                self.poll()
+            except OSError:
+                # A full disk or a failing one: the stage itself meets it and ends the command in one line;
+                # the status is written again at the next poll that can.
+                continue
 
     def poll(self) -> None:
         from datatrove.io import get_datafolder

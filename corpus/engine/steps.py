@@ -36,6 +36,15 @@ from corpus.read.sources import partition
 from fertility.text import TextSource
 
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
+# ... and at most about this many characters: a batch is handed on once it holds BATCH_DOCS documents or
+# BATCH_CHARS characters, whichever comes first, so it is at most BATCH_CHARS plus one document. The batched
+# passes hold several numbers per character at once (int64 code points and word positions, uint64 word and
+# n-gram hashes, the tokenizer's ids as Python ints): counting documents alone let 256 pieces of a long
+# document (up to 2 MiB each) cost gigabytes where 256 ordinary documents cost megabytes. About 256 documents
+# of 1,000 characters: ordinary batches stay as they were, and the 50 MB document of
+# benchmarks/bench_long_record.py peaked at 3.8 GB with no cap, 590 MB at 2**20 and 428 MB at this (ordinary
+# lines of the same text: 363 MB; 2**16 gained nothing, one piece alone being ~400,000 characters).
+BATCH_CHARS = 1 << 18
 # Shingles per block of the batched MinHash: its temporaries (block x hashes uint64, ~0.5 MB) stay in a core's
 # cache (16,384 rows took twice the time).
 SIGNATURE_BLOCK_ROWS = 1024
@@ -100,13 +109,7 @@ class CleanAndFilter(PipelineStep):
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         counters = [Counter() for _ in self.languages]
-        batch: list[Document] = []
-        for doc in data:
-            if batch and (len(batch) >= BATCH_DOCS or batch[0].metadata["source"] != doc.metadata["source"]):
-                yield from self._batch(batch, counters)
-                batch = []
-            batch.append(doc)
-        if batch:
+        for batch in _batches(data, BATCH_DOCS, BATCH_CHARS, by_source=True):
             yield from self._batch(batch, counters)
         _write_counters(self.work_url, rank, "clean", counters)
 
@@ -138,7 +141,7 @@ class TokenizeAndStore(PipelineStep):
         # A task owns one core (tasks = cores locally, one CPU per task on Ray): the tokenizer encodes on this
         # thread, between the cleaning of one batch and the next, rather than in a pool beside it.
         with one_thread(), folder.open(f"docs/{rank:05d}.tokens", "wb") as out:
-            for batch in _batches(data, BATCH_DOCS):
+            for batch in _batches(data, BATCH_DOCS, BATCH_CHARS):
                 texts = [d.text for d in batch]
                 ids = tok.encode_ids(texts)
                 counts = [[len(x) for x in c.encode_ids(texts)] for c in compare]
@@ -167,13 +170,22 @@ class TokenizeAndStore(PipelineStep):
         self.stat_update("tokens", value=sum(len(x) for x in ids))
 
 
-def _batches(data: DocumentsPipeline, size: int) -> Iterator[list[Document]]:
+def _batches(data: DocumentsPipeline, size: int, chars: int, *,
+             by_source: bool = False) -> Iterator[list[Document]]:
+    """``data`` in order, in lists of at most ``size`` documents, each ended by the document that brings it to
+    ``chars`` characters or more (so under ``chars`` plus one document); with ``by_source``, each of one source.
+    The limits are arguments, read by the caller when it starts, so that a test can change the module's."""
     batch: list[Document] = []
+    held = 0
     for doc in data:
-        batch.append(doc)
-        if len(batch) >= size:
+        if by_source and batch and batch[0].metadata["source"] != doc.metadata["source"]:
             yield batch
-            batch = []
+            batch, held = [], 0
+        batch.append(doc)
+        held += len(doc.text)
+        if len(batch) >= size or held >= chars:
+            yield batch
+            batch, held = [], 0
     if batch:
         yield batch
 
@@ -250,7 +262,7 @@ class Signatures(MinhashDedupSignature):
             files = [self.output_folder.open(f"bucket_{bi:03d}/{rank:05d}.minhash.sig", mode="wb")
                      for bi in range(config.num_buckets)]
             n_docs = 0
-            for batch in _batches(data, BATCH_DOCS):
+            for batch in _batches(data, BATCH_DOCS, BATCH_CHARS):
                 docs, rows = self.signatures([doc.metadata.pop("grams") for doc in batch])
                 records = np.empty(len(docs), dtype=record)
                 records["doc"] = n_docs + docs

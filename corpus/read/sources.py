@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from common.cli import check_label
-from fertility.text import BadUTF8Error, TextError, TextSource, iter_documents, open_parquet, parse_text_arg
+from fertility.text import (
+    BadUTF8Error,
+    TextError,
+    TextSource,
+    cut_pieces,
+    iter_documents,
+    open_parquet,
+    parse_text_arg,
+)
 
 _GLOB_CHARS = "*?["
 _FILE_BITS = 32  # canonical id = source << 48 | file << 32 | row
@@ -157,7 +165,7 @@ def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: s
     from 0. Parquet is read here, not by ``fertility.text``, for its ``language_score`` column."""
     name = url.lower()
     if name.endswith(".parquet"):
-        yield from _parquet_rows(url, source.field, min_language_score)
+        yield from _cut_rows(_parquet_rows(url, source.field, min_language_score))
         return
     if not is_file_set(source.spec):
         try:
@@ -167,9 +175,22 @@ def _file_rows(source: TextSource, url: str, *, max_chars: int | None, errors: s
             raise e.with_hint("or --bad-utf8 skip") from None
         return
     if name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
-        yield from _line_rows(url, source.field, errors, counters)
+        yield from _cut_rows(_line_rows(url, source.field, errors, counters))
     else:
-        yield from _line_rows(url, None, errors, counters)
+        yield from _cut_rows(_line_rows(url, None, errors, counters))
+
+
+def _cut_rows(rows: Iterator[tuple[int, str, float | None]]) -> Iterator[tuple[int, str, float | None]]:
+    """``rows`` with each text cut as ``fertility.text`` cuts a long plain line (:func:`fertility.text.cut_pieces`:
+    a text of 1 MiB of UTF-8 or more): its pieces are documents of consecutive rows, and every later row moves
+    up by the extra pieces, as the pieces of a long line read by ``iter_documents`` are numbered. A file with
+    no such text keeps its rows."""
+    extra = 0
+    for row, text, score in rows:
+        n = 0
+        for n, piece in enumerate(cut_pieces(text)):
+            yield row + extra + n, piece, score
+        extra += n
 
 
 def _input_size(url: str) -> tuple[int, str] | None:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from common.fileio import atomic_write_text, write_json
-from common.outdir import check_output_dir, publish_dir, staging_dir
+from common.outdir import output_dir, publish_dir, staging_dir
 from fertility.analysis import Report
 from fertility.present import viewer
 from fertility.scoring.metrics import COUNT_FIELDS, Metrics
@@ -264,8 +264,7 @@ def write_report(report: Report, out_dir: str | os.PathLike, *, overwrite: bool 
     existing report folder is replaced only with ``overwrite`` (the policy of ``common.outdir``)."""
     from fertility.present.plots import all_figures
 
-    out = check_output_dir(out_dir, overwrite=overwrite)
-    with staging_dir(out) as tmp:
+    with output_dir(out_dir, "fertility report", overwrite=overwrite) as out, staging_dir(out) as tmp:
         write_json(tmp / "report.json", report.to_dict())
         atomic_write_text(tmp / "report.md", markdown(report))
         atomic_write_text(tmp / "report.html", html_page(report, all_figures(report)))

@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import re
+import signal
 import socket
 import sys
 import threading
@@ -39,11 +41,12 @@ import anyio.from_thread
 import anyio.lowlevel
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from common.errors import InputError
+from common.signals import SIGNALS, Interrupted
 from fertility.present import faults
 from fertility.present.explorer import CSS, DEFAULT_LANG, MAX_TEXT_BYTES, TextTooLarge, check_size, explore
 from fertility.present.viewer import FONT_STACK
@@ -195,10 +198,13 @@ class App:
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
             return too_large
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                return too_large
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    return too_large
+        except ClientDisconnect:  # the client went away before its body was in: no one to answer, nothing wrong
+            return Response(status_code=400, headers=HEADERS)
         try:
             parsed = ExploreRequest.parse(json.loads(body), self.shelf, self.max_bytes)
         except TextTooLarge as e:
@@ -332,9 +338,10 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, workers: int = WORKERS) -> None:
-    """Listen on ``host``:``port``, print the URL on stdout, and serve until SIGINT/SIGTERM, which ends it
-    after the running requests (up to ``SHUTDOWN_GRACE_S``) and is raised again for the caller
-    (``common.cli.run_command`` prints one line). Nothing is opened in a browser."""
+    """Listen on ``host``:``port``, print the URL on stdout, and serve until SIGINT/SIGTERM/SIGHUP, which ends it
+    after the running requests (up to ``SHUTDOWN_GRACE_S``; a second signal: at once) and is raised again for
+    the caller as :class:`common.signals.Interrupted` (``common.cli.run_command`` prints one line). Nothing is
+    opened in a browser."""
     import uvicorn
 
     sock = listen(host, port)
@@ -354,18 +361,48 @@ def serve(shelf: Shelf, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, w
     # the request and logs a CancelledError traceback) is never reached.
     config = uvicorn.Config(settings.asgi(), log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_S + 10)
-    _server_class()(config, settings.stop).run(sockets=[sock])
+    server = _server_class()(config, settings.stop)
+    server.run(sockets=[sock])
+    if server.stopped_by is not None:
+        raise Interrupted(server.stopped_by)  # common.cli.run_command prints the one line
 
 
 def _server_class():
     import uvicorn
 
     class Server(uvicorn.Server):
-        """uvicorn's server, telling the app when it starts to shut down (a signal, typically)."""
+        """uvicorn's server, telling the app when it starts to shut down, stopped by every signal that stops a
+        command (SIGHUP too) and ending quietly: the signal is raised again only once the event loop is closed
+        (:attr:`stopped_by`, raised by :func:`serve`), and a second signal means now."""
 
         def __init__(self, config, on_shutdown: Callable[[], None]) -> None:
             super().__init__(config)
             self._on_shutdown = on_shutdown
+            self.stopped_by: int | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn's own re-raises the signals inside the event loop, whose tasks then log tracebacks as the
+            # loop is closed; and it knows only SIGINT and SIGTERM.
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in SIGNALS}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        def handle_exit(self, sig: int, frame) -> None:
+            if self.stopped_by is None:
+                self.stopped_by = sig
+                self.should_exit = True
+                return
+            # A second signal: stop now, without waiting for the running requests; their cancelling, as the
+            # loop closes, is no error to log.
+            self.force_exit = True
+            logging.getLogger("uvicorn.error").disabled = True
 
         async def shutdown(self, sockets=None) -> None:
             self._on_shutdown()

@@ -34,7 +34,7 @@ from common.paths import stamped
 from fertility.text import TextSource, iter_documents, parse_text_arg
 from pretrain.eval.harness import HarnessSettings, check_tasks, format_tasks, run_tasks, task_manager
 from pretrain.eval.report import checkpoint_sha256
-from pretrain.eval.text_bits import TextEvalError, evaluate_texts, load_scorer
+from pretrain.eval.text_bits import TextEvalError, check_hf_weights, evaluate_texts, load_scorer
 
 
 @dataclass
@@ -72,6 +72,8 @@ def plan_from_args(args: argparse.Namespace) -> ScorePlan | None:
         raise TextEvalError("--text and --tasks need a model: --run, --checkpoint or --hf")
     if not model.exists():
         raise FileNotFoundError(f"{model}: no such checkpoint or folder")
+    if model.is_dir():
+        check_hf_weights(model)  # damaged weights: one line now, for the text scorer and the harness alike
     if not args.out and not args.run:
         raise TextEvalError("--out FILE is needed without --run (where eval.json goes)")
     texts = [parse_text_arg(t) for t in args.text]

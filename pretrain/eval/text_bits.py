@@ -111,9 +111,25 @@ def _checkpoint_scorer(path: Path, dev: torch.device) -> Scorer:
                   lambda ids: model(ids)[0], prefix, model.cfg.block_size, dev)
 
 
+def check_hf_weights(folder: Path) -> None:
+    """Every ``*.safetensors`` file of an HF folder is whole (its header parses and covers the file), or a
+    :class:`TextEvalError` naming the first that is not: a copy cut short or a download that stopped is one
+    line before any model runs, not a safetensors traceback. Reads only the headers."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(path, "pt"):
+                pass
+        except SafetensorError as e:
+            raise TextEvalError(f"{path}: truncated or corrupt safetensors file ({e}); copy, download or export "
+                                "it again") from None
+
+
 def _hf_scorer(path: Path, dev: torch.device) -> Scorer:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_hf_weights(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(dev).eval()
         tok = AutoTokenizer.from_pretrained(path)

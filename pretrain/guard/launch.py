@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 from common import cli, paths
@@ -21,6 +22,7 @@ from common.errors import InputError, OutputPathError
 from common.outdir import check_output_dir, is_ours
 from common.paths import check_output_file
 from common.signals import deferred_signals
+from common.writer import writing
 from pretrain.config import (
     OPTIMIZERS,
     PRESETS,
@@ -220,10 +222,20 @@ def run(args: argparse.Namespace, final_eval: FinalEval | None = None) -> int:
         raise InputError(f"--resume-from {args.resume_from}: no such checkpoint file")
     if args.config and Path(args.config).suffix == ".json" and not Path(args.config).is_file():
         raise InputError(f"--config {args.config}: no such file")
-    check_run_dir(args.out, resume=resume, inputs=[p for p in (args.data, args.config) if p])
-    cfg = resolve_config(args, overrides_from(args))
-    check_runnable(cfg)
-    return train(cfg, Path(cfg.train.out), args, None if args.no_eval else final_eval)
+    inputs = [p for p in (args.data, args.config) if p]
+    check_run_dir(args.out, resume=resume, inputs=inputs)
+    # One launch at a time on a run (a requeued job whose first copy still runs is refused); the processes of one
+    # distributed launch share it, so only its first takes the lock.
+    with writing(args.out, "pretrain launch", what="--out") if _first_process() else nullcontext():
+        check_run_dir(args.out, resume=resume, inputs=inputs)  # again, under the lock
+        cfg = resolve_config(args, overrides_from(args))
+        check_runnable(cfg)
+        return train(cfg, Path(cfg.train.out), args, None if args.no_eval else final_eval)
+
+
+def _first_process() -> bool:
+    """Whether this is the first process of the launch (torchrun's global RANK 0, or a launch of one)."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def train(cfg: RunConfig, run_dir: Path, args: argparse.Namespace, final_eval: FinalEval | None) -> int:

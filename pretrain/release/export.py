@@ -32,7 +32,7 @@ import torch
 from common import paths
 from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, umask, write_json
-from common.outdir import check_output_dir, publish_dir, staging_dir
+from common.outdir import output_dir, publish_dir, staging_dir
 from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
 from pretrain.model.hf_llama import to_hf
 
@@ -92,11 +92,17 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
     export); return ``out``.
     Its README.md is the model card (:mod:`pretrain.release.model_card`), from ``eval_json`` (default RUN/eval.json)
     and the shard manifest in ``data`` (default the run's)."""
+    checkpoint, out = Path(checkpoint), Path(out)
+    inputs = [p for p in (checkpoint, eval_json, data) if p]
+    with output_dir(out, "pretrain export", overwrite=overwrite, inputs=inputs):
+        return _export(checkpoint, out, tokenizer=tokenizer, dtype=dtype, eval_json=eval_json, data=data)
+
+
+def _export(checkpoint: Path, out: Path, *, tokenizer: str | None, dtype: str, eval_json: str | Path | None,
+            data: str | None) -> Path:
     from pretrain.release import model_card
     from pretrain.train.checkpoint import load_checkpoint
 
-    checkpoint, out = Path(checkpoint), Path(out)
-    check_output_dir(out, overwrite=overwrite, inputs=[p for p in (checkpoint, eval_json, data) if p])
     model_card.check_card_inputs(Path(eval_json) if eval_json else None, data)
     if dtype not in DTYPES:
         raise ExportError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}")

@@ -233,8 +233,10 @@ def _training_section(inputs: CardInputs) -> list[str]:
     schedule = (f"linear warmup over {effective_warmup(o, c.train.max_steps)} steps to {o.lr:g}, then "
                 f"{SCHEDULES[o.schedule].describe(o)} at step {c.train.max_steps:,}")
     if o.replan_step:
+        # A re-plan inside the warmup climbs on to the peak before it decays; say which the run did.
+        climb = f"up to {o.lr:g} at step {o.replan_warmup:,}, then " if o.replan_warmup > o.replan_step else ""
         schedule += (f"; re-planned on resume at step {o.replan_step:,} (`--replan-schedule`): from {o.replan_lr:.3g} "
-                     f"down to the floor at step {c.train.max_steps:,}")
+                     f"{climb}down to the floor at step {c.train.max_steps:,}")
     params = parameter_counts(c.model).exported_total
     return ["## Training", "", "| | |", "|---|---|",
             f"| steps done | {inputs.step:,} of {c.train.max_steps:,} planned |",

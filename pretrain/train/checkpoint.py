@@ -172,6 +172,11 @@ def _complete(run_dir: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]:
     return [(p, meta) for p in found if (meta := _read_meta(p)) is not None]
 
 
+def checkpoint_step(path: Path) -> int:
+    """The step of a step checkpoint, from its name (``step_00000040.pt``: 40)."""
+    return int(_STEP_FILE.search(Path(path).name).group(1))
+
+
 def step_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     """Complete step checkpoints (with their sidecar) of the live line, oldest first."""
     lines = lineage(read_latest(run_dir), run_dir)

@@ -4,8 +4,9 @@ Kept out of the training step: the trainer hands a :class:`FaultPlan` the few se
 gradients of one step, the start of a step, the moment a checkpoint file is written) only when faults were
 asked for; a run without ``--inject-fault`` never calls into this module.
 
-Kinds: ``nan_loss`` (the step's loss times NaN), ``loss_spike`` (times 50), ``grad_explode`` (gradients
-times 1e6), ``slow`` (:data:`SLOW_STEPS` steps each :data:`SLOW_FACTOR` times the median step time),
+Kinds: ``nan_loss`` (the step's loss times NaN), ``loss_spike`` (the loss times 50 for :data:`SPIKE_STEPS`
+steps: a diverging loss, not one outlier, which the supervisor lets pass), ``grad_explode`` (gradients times
+1e6 for :data:`SPIKE_STEPS` steps), ``slow`` (:data:`SLOW_STEPS` steps each :data:`SLOW_FACTOR` times the median step time),
 ``hang`` (the trainer stops answering before the step), ``kill_during_checkpoint`` (SIGKILL halfway through
 writing the first checkpoint at or after the step), ``await_signal`` (the trainer waits before the step until
 a SIGINT/SIGTERM has been received, so a test signals a run at a known step boundary, whatever the
@@ -29,6 +30,8 @@ from common.errors import InputError
 KINDS = ("nan_loss", "loss_spike", "grad_explode", "slow", "hang", "kill_during_checkpoint", "await_signal")
 SLOW_STEPS = 8  # a `slow` fault lasts this many steps
 SLOW_FACTOR = 10.0  # ...each taking this many times the median step time
+# A `loss_spike` or `grad_explode` fault lasts this many steps: the streak `supervisor.spike_patience` needs.
+SPIKE_STEPS = 5
 
 
 def parse_faults(specs: Iterable[str]) -> list[tuple[str, int]]:
@@ -68,6 +71,7 @@ class FaultPlan:
 
     pending: list[tuple[str, int]]
     slow_until: int = 0
+    lasting: dict[str, int] = field(default_factory=dict)  # kind -> steps it still applies to after this one
     step_times: list[float] = field(default_factory=list)
 
     @classmethod
@@ -102,8 +106,16 @@ class FaultPlan:
             self.slow_until = step + SLOW_STEPS - 1
         if step <= self.slow_until:
             time.sleep(SLOW_FACTOR * statistics.median(self.step_times or [0.1]))
-        kinds = frozenset(k for k in ("nan_loss", "loss_spike", "grad_explode") if self.fires(k, step))
-        return StepFaults(kinds) if kinds else None
+        kinds = {k for k in ("nan_loss", "loss_spike", "grad_explode") if self.fires(k, step)}
+        for kind in kinds & {"loss_spike", "grad_explode"}:
+            self.lasting[kind] = SPIKE_STEPS
+        # Counted in steps run, not step numbers: a rollback into the streak does not start it again.
+        for kind, left in list(self.lasting.items()):
+            kinds.add(kind)
+            self.lasting[kind] = left - 1
+            if left <= 1:
+                del self.lasting[kind]
+        return StepFaults(frozenset(kinds)) if kinds else None
 
     def step_done(self, step: int, seconds: float) -> None:
         if step > self.slow_until:

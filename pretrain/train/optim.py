@@ -23,14 +23,21 @@ def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
     the warmup is `pretrain.config.effective_warmup`, short enough for that).
 
     A run re-planned at step ``optim.replan_step`` (``--replan-schedule``: resumed with another ``max_steps``)
-    goes on from there as the same schedule would from a warmup ending at that step at ``optim.replan_lr`` (the
-    rate it had), down to the same floor at its new last update."""
+    goes on from ``optim.replan_lr``, the rate the old plan gave that step: inside the warmup, with
+    ``optim.replan_warmup`` set, linearly up to the peak at that update and then down as usual; otherwise as
+    the same schedule would from a warmup ending at that step at that rate, down to the same floor at its new
+    last update."""
     if optim.replan_step and step >= optim.replan_step:
+        start, rate, peak_at = optim.replan_step, optim.replan_lr, optim.replan_warmup
+        optim = dataclasses.replace(optim, replan_step=0, replan_lr=0.0, replan_warmup=0)
+        if peak_at > start:
+            if step < peak_at:
+                return rate + (optim.lr - rate) * (step - start) / (peak_at - start)
+            return SCHEDULES[optim.schedule].lr(step, dataclasses.replace(optim, warmup_steps=peak_at), max_steps)
         floor = optim.lr * optim.min_lr_ratio
-        if optim.replan_lr <= floor:
+        if rate <= floor:
             return floor
-        optim = dataclasses.replace(optim, lr=optim.replan_lr, min_lr_ratio=floor / optim.replan_lr,
-                                    warmup_steps=optim.replan_step, replan_step=0)
+        optim = dataclasses.replace(optim, lr=rate, min_lr_ratio=floor / rate, warmup_steps=start)
         return SCHEDULES[optim.schedule].lr(step, optim, max_steps)
     warmup = effective_warmup(optim, max_steps)
     if step < warmup:
@@ -38,6 +45,30 @@ def lr_at(step: int, optim: OptimConfig, max_steps: int) -> float:
     if warmup != optim.warmup_steps:
         optim = dataclasses.replace(optim, warmup_steps=warmup)
     return SCHEDULES[optim.schedule].lr(step, optim, max_steps)
+
+
+def peak_step(optim: OptimConfig, max_steps: int) -> int:
+    """The update at which the plan's warmup is over: the warmup's end, a re-planned warmup's end, or, for a
+    plan re-planned in its decay, the step it was re-planned at."""
+    if optim.replan_step:
+        return max(optim.replan_warmup, optim.replan_step)
+    return effective_warmup(optim, max_steps)
+
+
+def replan_schedule(optim: OptimConfig, step: int, was: int, now: int) -> None:
+    """Re-plan ``optim`` (the plan of a run of ``was`` updates) at update ``step`` for ``now`` updates, in
+    place, so that the rate goes on from the one the old plan gave update ``step`` without a jump: in the
+    decay, down to the floor at the new last update; inside the warmup, up to the peak where a run of ``now``
+    updates has it (`pretrain.config.effective_warmup`), or, when that is behind, down from there."""
+    rate = lr_at(step, optim, was)
+    if step >= peak_step(optim, was):
+        optim.replan_step, optim.replan_lr, optim.replan_warmup = step, rate, 0
+        return
+    fresh = dataclasses.replace(optim, replan_step=0, replan_lr=0.0, replan_warmup=0)
+    peak_at = effective_warmup(fresh, now)
+    if not optim.replan_step and peak_at == effective_warmup(fresh, was):
+        return  # the same warmup, and a longer or shorter decay after it: no rate changes yet
+    optim.replan_step, optim.replan_lr, optim.replan_warmup = step, rate, peak_at if peak_at > step else 0
 
 
 def batch_layout(cfg: RunConfig, world_size: int) -> tuple[int, int]:

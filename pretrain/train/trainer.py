@@ -15,6 +15,7 @@ last line for a step is the one that counts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import statistics
@@ -30,13 +31,14 @@ from tqdm import tqdm
 from common.errors import InputError
 from common.fileio import read_jsonl, write_json
 from common.signals import StopRequest
-from pretrain.config import OptimConfig, RunConfig, effective_warmup
+from pretrain.config import OptimConfig, RunConfig
 from pretrain.model.gpt import GPTConfig, build_model
 from pretrain.train import distributed, rundir
 from pretrain.train.checkpoint import (
     CheckpointError,
     abandoned_dir,
     adopt,
+    checkpoint_step,
     latest_checkpoint,
     load_checkpoint,
     redone_dir,
@@ -44,12 +46,13 @@ from pretrain.train.checkpoint import (
     rng_state,
     save_checkpoint,
     set_rng_state,
+    step_checkpoints,
 )
 from pretrain.train.data import BatchSampler, DataError, Dataset, check_compatible
 from pretrain.train.distributed import Runtime
 from pretrain.train.faults import FaultPlan
 from pretrain.train.hardware import cpu_threads, mfu, peak_flops
-from pretrain.train.optim import batch_layout, lr_at, make_optimizer, set_rates, train_step
+from pretrain.train.optim import batch_layout, lr_at, make_optimizer, replan_schedule, set_rates, train_step
 from pretrain.train.validation import language_losses
 
 HALT_EXIT_CODE = 3
@@ -72,8 +75,8 @@ def _check_optimizer(cfg: RunConfig, state: dict[str, Any], path: Path) -> None:
 def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None:
     """A resumed run keeps its learning-rate schedule: a ``train.max_steps`` other than the checkpoint's would
     re-stretch it and make the rate jump at the resumed step, so it is refused unless ``replan``, which
-    records in ``cfg.optim`` that the schedule goes on from the checkpoint's rate at its step down to the
-    floor at the new last step (`pretrain.train.optim.lr_at`)."""
+    records in ``cfg.optim`` that the schedule goes on from the checkpoint's rate at its step, inside the warmup
+    too (`pretrain.train.optim.replan_schedule`)."""
     was, now, step = int(state["config"]["train"]["max_steps"]), cfg.train.max_steps, int(state["step"])
     if was == now:
         return
@@ -87,9 +90,10 @@ def _check_schedule(cfg: RunConfig, state: dict[str, Any], replan: bool) -> None
                          f"{lr_was:.3g} as planned, {lr_at(step, cfg.optim, now):.3g} stretched); keep "
                          f"--max-steps {was}, or pass --replan-schedule to go on from {lr_was:.3g} down to the "
                          f"floor at step {now}")
-    # Within the warmup a longer or shorter decay ahead changes no rate yet: nothing to record.
-    if step >= effective_warmup(before, was):
-        cfg.optim.replan_step, cfg.optim.replan_lr = step, lr_was
+    planned = dataclasses.replace(before)  # the checkpoint's plan is the one to continue without a jump
+    replan_schedule(planned, step, was, now)
+    cfg.optim.replan_step, cfg.optim.replan_lr, cfg.optim.replan_warmup = (planned.replan_step, planned.replan_lr,
+                                                                          planned.replan_warmup)
 
 
 class Trainer:
@@ -257,27 +261,62 @@ class Trainer:
         request = rundir.take_request(self.run_dir, self.gen) if self.runtime.is_main else None
         return distributed.broadcast(request, self.runtime)
 
+    def _good_checkpoint(self, request: dict[str, Any]) -> Path | None:
+        """The newest checkpoint from before the steps ``request`` blames (``first_step``; a request without it,
+        of an earlier version, blames its ``step``): a checkpoint taken during a diverging streak holds
+        finite but damaged weights, so the newest one is not necessarily good."""
+        before = int(request.get("first_step", request.get("step", self.step)))
+        good = [p for p in step_checkpoints(self.run_dir) if checkpoint_step(p) < before]
+        return good[-1] if good else None
+
+    def _make_head(self, checkpoint: Path) -> None:
+        """Make ``checkpoint`` the one ``--resume`` continues from: the checkpoints after it, taken during the
+        fault, are moved aside as a branch's are (`pretrain.train.checkpoint.adopt`)."""
+        if self.runtime.is_main and checkpoint != latest_checkpoint(self.run_dir):
+            for src, dst in adopt(self.run_dir, checkpoint, [], branch=True)[0]:
+                self._log(f"moved {src.name} aside to {dst.relative_to(self.run_dir)}: taken during the fault")
+        distributed.broadcast(None, self.runtime)  # every rank waits until the folder is settled
+
     def _halt(self, request: dict[str, Any]) -> int:
-        last_good = latest_checkpoint(self.run_dir)
+        """Stop for the supervisor, leaving a checkpoint to go on from: the last good one, made the one
+        ``--resume`` takes; or, when there is none (a halt before the first checkpoint), the current state if
+        it is finite. Only a run whose state is not finite before its first checkpoint leaves none."""
+        last_good = self._good_checkpoint(request)
+        saved_now = False
+        if last_good is not None:
+            self._make_head(last_good)
+        else:
+            last_good = self.save()
+            last_good = distributed.broadcast(str(last_good) if last_good else None, self.runtime)
+            last_good, saved_now = (Path(last_good), True) if last_good else (None, False)
         if self.runtime.is_main:
             write_json(self.run_dir / rundir.HALT, {
                 "reason": request.get("reason"), "evidence": request.get("evidence", {}),
                 "step": request.get("step", self.step), "last_good_checkpoint": str(last_good) if last_good else None,
-                "trainer_step": self.step, "gen": self.gen, "written_by": "trainer"})
+                "saved_at_halt": saved_now, "trainer_step": self.step, "gen": self.gen, "written_by": "trainer"})
             rundir.clear_request(self.run_dir)
-        self._log(f"halted at step {self.step}: {request.get('reason')}; last good checkpoint {last_good}")
+        if last_good is None:
+            how = ("no checkpoint: the state was not finite before the first one; start again in a new --out "
+                   "(with a lower --lr, or a smaller train.checkpoint_interval)")
+        else:
+            kept = (f"the state at step {self.step} saved as {last_good.name}" if saved_now
+                    else f"last good checkpoint {last_good.name}")
+            how = (f"{kept}; continue with: pretrain launch --out {self.run_dir} --resume (or --set "
+                   "supervisor.halt_policy=rollback to skip the batches at fault)")
+        self._log(f"halted at step {self.step}: {request.get('reason')}; {how}")
         return HALT_EXIT_CODE
 
     def _rollback(self, request: dict[str, Any]) -> int | None:
         done = len(read_jsonl(self.run_dir / rundir.ROLLBACKS)) if self.runtime.is_main else 0
         done = distributed.broadcast(done, self.runtime)
-        target = latest_checkpoint(self.run_dir)
+        target = self._good_checkpoint(request)
         if done >= self.cfg.supervisor.max_rollbacks or target is None:
             why = (f"max_rollbacks ({self.cfg.supervisor.max_rollbacks}) reached" if target is not None
                    else "no checkpoint to roll back to")
             return self._halt({**request, "evidence": {**request.get("evidence", {}), "rollback_refused": why}})
         first, last = request.get("skip_batches") or [request.get("step", self.step)] * 2
         skipped = sorted({self.batch_of_step[s] for s in range(int(first), int(last) + 1) if s in self.batch_of_step})
+        self._make_head(target)
         self._restore(load_checkpoint(target))
         self.sampler.state.skip.extend([b, b] for b in skipped)
         self.finite_since_save = True

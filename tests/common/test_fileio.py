@@ -14,6 +14,7 @@ from common.errors import OutputPathError
 from common.fileio import append_jsonl, atomic_write_bytes, file_sha256, read_jsonl, write_json
 from common.outdir import MARKER, check_output_dir, is_ours, publish_dir, staging_dir
 from common.paths import check_output_file, stamped
+from common.writer import writing
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
@@ -66,7 +67,7 @@ def test_file_sha256(tmp_path):
 
 
 def _publish(out, name):
-    with staging_dir(out) as tmp:
+    with writing(out, "test", overwrite=True), staging_dir(out) as tmp:
         (tmp / name).write_text(name)
         publish_dir(tmp, out, command="test")
 
@@ -89,7 +90,7 @@ def test_publish_replaces_only_a_folder_of_ours_and_refuses_a_file(tmp_path):
     for overwrite in (False, True):
         with pytest.raises(OutputPathError, match="did not write"):
             check_output_dir(theirs, overwrite=overwrite)
-    with pytest.raises(OutputPathError), staging_dir(theirs) as tmp:
+    with pytest.raises(OutputPathError), writing(theirs, "test", overwrite=True), staging_dir(theirs) as tmp:
         publish_dir(tmp, theirs)
     assert (theirs / "thesis.tex").read_text() == "mine"
     (theirs / "thesis.tex").unlink()
@@ -98,7 +99,7 @@ def test_publish_replaces_only_a_folder_of_ours_and_refuses_a_file(tmp_path):
     user_file.write_text("mine")
     with pytest.raises(OutputPathError, match="not a folder"):
         check_output_dir(user_file)
-    with pytest.raises(OutputPathError), staging_dir(user_file) as tmp:
+    with pytest.raises(OutputPathError), writing(user_file, "test", overwrite=True), staging_dir(user_file) as tmp:
         publish_dir(tmp, user_file)
     assert user_file.read_text() == "mine"
     # A result that could not be published is kept where it was built (finished work is never lost), and said so.

@@ -32,7 +32,9 @@ MODULE_COMMANDS = ("pretrain.guard.supervisor",)
 def command_modules() -> dict[str, object]:
     """Every command's module (it has ``build_parser`` and ``main``), by the name a user types."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    found = {name: importlib.import_module(target.split(":")[0]) for name, target in scripts.items()}
+    # Each script is its package's light __main__ (common.signals.launch), which runs the package's cli module.
+    found = {name: importlib.import_module(target.split(":")[0].removesuffix(".__main__") + ".cli")
+             for name, target in scripts.items()}
     found |= {f"python -m {name}": importlib.import_module(name) for name in MODULE_COMMANDS}
     return found
 

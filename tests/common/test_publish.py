@@ -10,10 +10,11 @@ import pytest
 
 from common.errors import OutputPathError
 from common.outdir import MARKER, PublishError, check_publishable, is_ours, publish_dir, staging_dir
+from common.writer import writing
 
 
 def _publish(out, name):
-    with staging_dir(out) as tmp:
+    with writing(out, "test", overwrite=True), staging_dir(out) as tmp:
         (tmp / name).write_text(name)
         publish_dir(tmp, out, command="test")
 

@@ -13,7 +13,13 @@ import multiprocess
 import pytest
 
 from corpus.build import BuildConfig, build
-from corpus.engine.executors import ExecutorConfig, SlurmConfig, StageError, sigint_held, worker_pool
+from corpus.engine.executors import (
+    ExecutorConfig,
+    SlurmConfig,
+    StageError,
+    terminal_signals_held,
+    worker_pool,
+)
 from corpus.read.sources import parse_source
 
 
@@ -235,19 +241,21 @@ def test_a_ray_start_that_times_out_is_tried_again():
     assert other.inits == 1
 
 
-def _worker_signal_state(_: int) -> tuple[int, object, bool]:
-    return os.getpid(), signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+def _worker_signal_state(signum: int) -> tuple[int, object, bool]:
+    return os.getpid(), signal.getsignal(signum), signum in signal.pthread_sigmask(signal.SIG_BLOCK, [])
 
 
-def test_a_build_worker_ignores_sigint_from_its_first_instruction():
-    """A Ctrl-C reaches every process of the group, also a pool worker still starting (spawn: a new Python)
-    or waiting for its first task; such a worker printed a KeyboardInterrupt traceback. Sent right after
-    the pool returns, the signal lands while the worker boots, before any code of ours runs in it."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["Ctrl-C", "hang-up"])
+def test_a_build_worker_ignores_the_terminals_signals_from_its_first_instruction(signum):
+    """A Ctrl-C (or the hang-up of a closed terminal) reaches every process of the group, also a pool worker
+    still starting (spawn: a new Python) or waiting for its first task; such a worker printed a traceback
+    (or died of SIGHUP). Sent right after the pool returns, the signal lands while the worker boots, before any
+    code of ours runs in it."""
     with worker_pool(multiprocess.get_context("spawn"), 1) as pool:
-        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the build's mask is back
+        assert signum not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the build's mask is back
         (worker,) = pool._pool
-        os.kill(worker.pid, signal.SIGINT)
-        pid, handler, blocked = pool.apply(_worker_signal_state, (0,))
+        os.kill(worker.pid, signum)
+        pid, handler, blocked = pool.apply(_worker_signal_state, (signum,))
     assert pid == worker.pid  # the same worker: it did not die of the signal and get replaced
     assert handler == signal.SIG_IGN and not blocked
 
@@ -256,7 +264,7 @@ def test_a_sigint_while_workers_start_reaches_the_build_afterwards():
     arrived: list[str] = []
     previous = signal.signal(signal.SIGINT, lambda signum, _frame: arrived.append("delivered"))
     try:
-        with sigint_held():
+        with terminal_signals_held():
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             arrived.append("block ends")  # held: the handler has not run yet
     finally:

@@ -92,3 +92,73 @@ def test_the_model_card_says_the_warmup_used_and_the_replan():
     card = "\n".join(_training_section(CardInputs(name="m", config=cfg, step=20, tokens_seen=20480,
                                                   checkpoint_sha256="0" * 64, tokenizer={}, dtype="float32")))
     assert "re-planned on resume at step 8 (`--replan-schedule`): from 0.001 down to the floor at step 20" in card
+
+
+@pytest.mark.parametrize("now", [20, 40, 16])
+def test_a_schedule_replanned_inside_the_warmup_goes_on_from_the_rate_it_had(now):
+    """The finding: `tiny` over 200 steps (warmup 30) resumed at step 15 with --max-steps 20: the shorter plan's
+    warmup ends at step 4, and the rate went from 0.001 to 0.00033 in one step."""
+    import dataclasses
+
+    from pretrain.train.optim import replan_schedule
+
+    old = apply_overrides(preset("tiny", 512), ["train.max_steps=200"]).optim
+    new = dataclasses.replace(old)
+    replan_schedule(new, 15, 200, now)
+    got = [lr_at(s, new, now) for s in range(15, now)]
+    assert got[0] == lr_at(15, old, 200), "the first resumed step runs at the rate the old plan gave it"
+    if now == 16:
+        return  # one update left, the resumed one: its rate is the old plan's (no jump wins over the floor)
+    assert got[-1] == pytest.approx(old.lr * old.min_lr_ratio)
+    # Smooth: no step moves the rate by more than the steepest step of a fresh plan of the same length.
+    fresh = [lr_at(s, old, now) for s in range(now)]
+    steepest = max(abs(a - b) for a, b in zip(fresh, fresh[1:], strict=False))
+    assert max(abs(a - b) for a, b in zip(got, got[1:], strict=False)) <= steepest + 1e-12
+    if now == 40:  # a warmup that still fits goes on to the peak, as a fresh 40-step run has it
+        assert max(got) == pytest.approx(old.lr)
+
+
+def test_a_longer_plan_replanned_inside_the_warmup_warms_up_to_its_own_peak():
+    import dataclasses
+
+    from pretrain.train.optim import replan_schedule
+
+    old = apply_overrides(preset("tiny", 512), ["train.max_steps=20"]).optim  # warmup 30 shortened to 4
+    new = dataclasses.replace(old)
+    replan_schedule(new, 2, 20, 200)
+    got = [lr_at(s, new, 200) for s in range(2, 200)]
+    assert got[0] == lr_at(2, old, 20) and new.replan_warmup == 30
+    peak = got.index(max(got)) + 2
+    assert peak == 30 and max(got) == pytest.approx(old.lr)
+    assert all(a < b for a, b in zip(got[:peak - 2], got[1:peak - 1], strict=False))  # rising to the peak
+    assert got[-1] == pytest.approx(old.lr * old.min_lr_ratio)
+
+
+def test_a_run_resumed_inside_its_warmup_with_a_shorter_plan_keeps_its_rate(micro, synthetic_shards, tmp_path):
+    """End to end: a 16-step run with a 10-step warmup continued from its step 4 as an 8-step one, whose own
+    warmup would be 1 step."""
+    from pretrain.config import load_config
+
+    run = tmp_path / "run"
+    warm = ["--set", "optim.warmup_steps=10", "--set", "train.keep_last=5"]
+    assert main(micro.args(synthetic_shards, run, 16, *COMMON, *warm)) == 0
+    planned = read_jsonl(run / "metrics.jsonl")
+    assert main(micro.args(synthetic_shards, run, 8, *COMMON, *warm, "--resume-from",
+                           str(run / "checkpoints" / "step_00000004.pt"), "--replan-schedule")) == 0
+    log = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in log] == list(range(1, 9))
+    assert log[4]["lr"] == planned[4]["lr"], "step 5 runs at the rate the plan gave it: no jump"
+    lrs = [r["lr"] for r in log[4:]]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False))
+    cfg = load_config(run / "config.json")
+    assert lrs[-1] == pytest.approx(cfg.optim.lr * cfg.optim.min_lr_ratio) and cfg.optim.replan_step == 4
+
+
+def test_the_model_card_says_a_replan_inside_the_warmup_climbs_first():
+    from pretrain.release.model_card import CardInputs, _training_section
+
+    cfg = apply_overrides(preset("tiny", 512), ["train.max_steps=200"])
+    cfg.optim.replan_step, cfg.optim.replan_lr, cfg.optim.replan_warmup = 2, 2e-4, 30
+    card = "\n".join(_training_section(CardInputs(name="m", config=cfg, step=200, tokens_seen=204800,
+                                                  checkpoint_sha256="0" * 64, tokenizer={}, dtype="float32")))
+    assert "from 0.0002 up to 0.002 at step 30, then down to the floor at step 200" in card

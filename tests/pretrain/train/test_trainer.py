@@ -18,9 +18,9 @@ from pretrain.train.optim import batch_layout, lr_at
 from pretrain.train.trainer import Trainer
 
 
-def make_trainer(micro, data, out, *overrides):
+def make_trainer(micro, data, out, *overrides, resume=False):
     cfg = micro.config(data, out, *overrides)
-    return Trainer(cfg, open_dataset(data), setup("cpu", "fp32"))
+    return Trainer(cfg, open_dataset(data), setup("cpu", "fp32"), resume=resume)
 
 
 def fitted_steps(micro, data, run, *overrides) -> list[dict]:
@@ -91,6 +91,47 @@ def test_halt_request_stops_at_step_boundary_keeping_last_good_checkpoint(micro,
     assert [p.name for p in step_checkpoints(run)] == ["step_00000004.pt"]  # the state after step 6 was not saved
     assert read_jsonl(run / "metrics.jsonl")[-1]["step"] == 6
     assert not (run / "halt_request.json").exists()
+
+
+def _halt_at(run, step: int, *, first_step: int):
+    """An ``on_step`` hook that asks for a halt at ``step`` for a loss streak that began at ``first_step``."""
+    def on_step(rec):
+        if rec["step"] == step:
+            request(run, gen=rec["gen"], reason="loss_spike", evidence={}, step=step, first_step=first_step,
+                    action="halt", skip_batches=[first_step, step])
+    return on_step
+
+
+def test_a_halt_before_the_first_checkpoint_keeps_the_state_to_resume_from(micro, synthetic_shards, tmp_path,
+                                                                          capsys):
+    """The finding: a halt at step 49 with checkpoints every 200 steps left a folder that could neither be
+    resumed ("holds no complete checkpoint") nor launched into ("already holds a run")."""
+    run = tmp_path / "run"
+    trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=10", "train.checkpoint_interval=100")
+
+    assert trainer.fit(on_step=_halt_at(run, 6, first_step=2)) == 3
+    halt = json.loads((run / "halt.json").read_text())
+    assert halt["last_good_checkpoint"].endswith("step_00000006.pt") and halt["saved_at_halt"] is True
+    err = capsys.readouterr().err
+    assert f"continue with: pretrain launch --out {run} --resume" in err
+    assert make_trainer(micro, synthetic_shards, run, "train.max_steps=10", "train.checkpoint_interval=100",
+                        resume=True).fit() == 0
+    assert [r["step"] for r in read_jsonl(run / "metrics.jsonl")] == list(range(1, 11))
+
+
+def test_a_halt_keeps_the_checkpoint_from_before_the_fault_for_resume(micro, synthetic_shards, tmp_path):
+    """Checkpoints taken during a diverging streak hold finite but damaged weights: the halt names the one
+    before the streak and moves the later ones aside, so that `--resume` does not continue from them."""
+    run = tmp_path / "run"
+    trainer = make_trainer(micro, synthetic_shards, run, "train.max_steps=10", "train.checkpoint_interval=2")
+
+    assert trainer.fit(on_step=_halt_at(run, 7, first_step=4)) == 3
+    halt = json.loads((run / "halt.json").read_text())
+    assert halt["last_good_checkpoint"].endswith("step_00000002.pt") and halt["saved_at_halt"] is False
+    assert latest_checkpoint(run).name == "step_00000002.pt"
+    assert [p.name for p in step_checkpoints(run)] == ["step_00000002.pt"]
+    assert sorted(p.name for p in (run / "abandoned").rglob("step_*.pt")) == ["step_00000004.pt",
+                                                                             "step_00000006.pt"]
 
 
 def test_rollback_reloads_and_skips_the_offending_batches(micro, synthetic_shards, tmp_path):
