@@ -107,6 +107,9 @@ def fake_slurm(tmp_path, monkeypatch) -> Path:
     (bin_dir / "srun").write_text('#!/bin/bash\nwhile [[ $# -gt 2 ]]; do shift; done\nexec "$@"\n')  # the command
     (bin_dir / "squeue").write_text("#!/bin/bash\n")  # the job has left the queue: sbatch ran it already
     (bin_dir / "scontrol").write_text("#!/bin/bash\necho localhost\n")  # show hostnames: the one node
+    # The build cancels the statistics merge of an array with tasks undone; the fake queue has no jobs to cancel
+    # (and a machine without Slurm no scancel to find).
+    (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$@" >> {tmp_path / "cancelled"}\n')
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -121,6 +124,7 @@ def test_slurm_equals_local_and_a_cancelled_stage_is_rerun(config, small_build, 
     (fake_slurm / "cancel").touch()  # the job array leaves the queue with no task done
     with pytest.raises(StageError, match="2 of 2 tasks failed"):
         build(config, tmp_path / "out", executor=slurm)
+    assert (fake_slurm / "cancelled").read_text().split() == ["4242"]  # its merge, which could never start
     (fake_slurm / "cancel").unlink()
     build(config, tmp_path / "out", executor=slurm)  # the same command again: the tasks run this time
     assert small_build.same_as_local(tmp_path / "out")
