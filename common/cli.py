@@ -224,9 +224,7 @@ def write_targets(parser: argparse.ArgumentParser | None, args: argparse.Namespa
     terminal or a pipe never runs out of space)."""
     found = []
     if parser is not None and args is not None:
-        _, actions = paths._chosen(parser, args)
-        found = [f"{(a.option_strings or [a.dest])[0]} {value}" for a in actions
-                 if paths.takes_value(a) and paths.role_of(a) in _WRITES for value in paths._values(a, args)]
+        found = [f"{option} {value}" for option, value in paths.chosen_paths(parser, args, _WRITES)]
     try:
         out = os.fstat(sys.stdout.fileno())
         if ((stat.S_ISREG(out.st_mode) or stat.S_ISCHR(out.st_mode)) and not sys.stdout.isatty()

@@ -176,8 +176,7 @@ def staging_dir(out: str | os.PathLike) -> Iterator[Path]:
     block raises, except once publishing has handed it to the user (:class:`PublishError`: it holds the result).
     """
     writer = require(out)
-    out = publish_path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = publish_path(out)  # its folder exists: the writer's lock file lies in it
     tmp = writer.new_name(out, STAGING, ".tmp")
     tmp.mkdir()  # the mode a plain mkdir gives, so that a published report is readable by others
     try:

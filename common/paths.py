@@ -226,6 +226,15 @@ def _values(action: argparse.Action, args: argparse.Namespace) -> list[str]:
     return [str(v) for v in (value if isinstance(value, list) else [value])]
 
 
+def chosen_paths(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                 roles: tuple[Role, ...]) -> list[tuple[str, str]]:
+    """(option, value) for every value of a path option of ``roles`` the parsed command was given, e.g.
+    ``("--out", "/data/shards")``."""
+    _, actions = _chosen(parser, args)
+    return [((a.option_strings or [a.dest])[0], value) for a in actions
+            if takes_value(a) and role_of(a) in roles for value in _values(a, args)]
+
+
 def written_by_us(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a JSON object this project wrote (it carries ``"written_by": "bangla-tokfair"``)."""
     path = Path(path)

@@ -62,7 +62,6 @@ class Writer:
     fd: int
     made_parents: list[Path]
     given: Path  # OUT as named, its folder resolved: where a symbolic link OUT's own companions lie
-    depth: int = 1
     journal: dict[str, str] = field(default_factory=dict)  # a folder's resolved path -> STAGING or OLD
 
     def covers(self, path: Path) -> bool:
@@ -209,13 +208,9 @@ def writing(out: str | os.PathLike, command: str, *, overwrite: bool = False, wh
     holds it. What a killed earlier writer left half-done is finished first."""
     target = canonical(out)
     writer = _HELD.get(target)
-    if writer is not None:
-        writer.depth += 1
+    if writer is not None:  # a nested writer of this process: the one lock, released by the outer block
         writer.overwrite = writer.overwrite or overwrite
-        try:
-            yield writer
-        finally:
-            writer.depth -= 1
+        yield writer
         return
     fd, made = _acquire(target, Path(out), what)
     writer = Writer(target, command, overwrite, fd, made, canonical(Path(out).parent) / Path(out).name)
@@ -242,7 +237,3 @@ def _release(writer: Writer) -> None:
         except OSError:
             break
 
-
-def held() -> list[Path]:
-    """The outputs this process holds the lock of."""
-    return list(_HELD)
