@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine: `make demo` and `make test`. Both create .venv and install everything.
+# Two entry points for a fresh machine: `make demo` (the pipeline's packages only) and `make test` (everything).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,45 +7,46 @@ BIN := $(VENV)/bin
 # On a GPU machine, install the CUDA build of torch into .venv first; the pin below is then already met.
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
+# The oldest transformers pyproject.toml declares, with the huggingface_hub and tokenizers it needs, in a folder of its
+# own: tests/pretrain/test_export_compat.py loads an export with it in a subprocess (PYTHONPATH first).
+COMPAT := $(VENV)/compat/transformers-oldest
+COMPAT_SPECS := transformers==4.57.6 'huggingface_hub<1.0' 'tokenizers>=0.22,<0.23'
 
-.PHONY: install browser demo test test-fast lint clean
+.PHONY: install install-dev browser demo test test-fast lint clean
 
-$(BIN)/.installed: pyproject.toml
+# The pipeline alone: the core and the notebook extra (what `make demo` needs), no system package.
+$(BIN)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e '.[dev,notebooks]'
+	$(BIN)/python -m pip install -q -e '.[notebooks]'
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	touch $@
 
-install: $(BIN)/.installed browser
+# What the tests add: the dev extra (pytest, ruff, hypothesis, playwright, Ray, lm-eval), the oldest transformers the
+# project declares beside the newest (the export is loaded with both), and the browser below.
+$(BIN)/.installed: $(BIN)/.core
+	$(BIN)/python -m pip install -q -e '.[dev,notebooks]'
+	$(BIN)/python -m pip install -q --no-deps --target $(COMPAT) $(COMPAT_SPECS)
+	touch $@
 
-# The report viewer's browser test (tests/fertility/present/test_viewer.py) needs Chromium and a font with Bengali
-# glyphs from the system's packages; CI runs as root on Debian. Skipped when present, or when not root.
-browser:
-	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=bn 2>/dev/null | grep -q .; then \
-		echo "chromium and a Bengali font: already installed"; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-			chromium fonts-beng-extra; \
-	else \
-		echo "chromium or a Bengali font is missing and apt-get as root is not available:" \
-			"tests/fertility/present/test_viewer.py will skip its browser test"; \
-	fi
+install: $(BIN)/.core
+
+install-dev: $(BIN)/.installed browser
 
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" bash scripts/demo.sh
 
-test: install
+test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 # For development: everything but the tests marked slow (the full suite is what CI runs).
-test-fast: install
+test-fast: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m "not slow"
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 
 clean:

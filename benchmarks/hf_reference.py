@@ -1,5 +1,5 @@
 """How closely our GPT matches ``transformers`` Llama holding the same weights, on real tokens: loss, logits and
-gradients of one batch, and the loss trajectories of a few training steps (the figures in docs/run_trust.md).
+gradients of one batch, and the loss trajectories of a few training steps (the figures in benchmarks/results/2026-12-01-hf-reference).
 
     python benchmarks/hf_reference.py --data SHARDS [--config tiny] [--batch 4] [--seq-len 128] [--steps 10]
 

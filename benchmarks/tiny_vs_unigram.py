@@ -9,7 +9,7 @@ The pipeline is the demo's (scripts/demo.d): ``tokenizers-train`` at ``--vocab-s
 ``--data``, a folder with the same bn/ and en/ files, e.g. ../shared/data, whose Bangla blog text is used
 too), ``corpus build`` of the same 70/30 Bangla/English mixture in tokens, then ``pretrain launch --config
 tiny`` with nothing but the preset (``--set`` adds overrides). The second command is the 64k measurement of
-docs/pretrain.md: a 64,000-id vocabulary needs more text than data/sample has (see there). The unigram model is the add-one (Laplace) estimate from the counts of every
+benchmarks/results/2026-12-01-tiny-budget: a 64,000-id vocabulary needs more text than data/sample has (see there). The unigram model is the add-one (Laplace) estimate from the counts of every
 training token, scored on exactly the validation targets the run's last validation scored (the first
 ``data.eval_tokens`` text tokens of each language, BOS never a target, `pretrain.train.validation.validation_documents`),
 so both numbers are nats per token on the same tokens. Prints, per language, the run's loss, the unigram's and the margin, and the run's wall time.

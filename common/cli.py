@@ -36,6 +36,7 @@ _RST_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|obj):`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
 _REF = re.compile(r"`([^`]+)`")
 
+DISTRIBUTION = "bangla-tokfair"
 EXIT_INPUT = 2
 EXIT_MACHINE = 74  # EX_IOERR (sysexits.h): the machine failed (disk full, quota, open files, I/O), not the input
 EXIT_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`| head -1`), what a shell shows for `yes`
@@ -70,11 +71,24 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def version() -> str:
+    """The installed package's version (what a bug report names)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def parser(prog: str, doc: str | None = None, **kwargs) -> ArgumentParser:
-    """An :class:`ArgumentParser` with the project's help format; ``doc`` (a docstring) becomes its plain
-    description. Its subparsers are of the same class (argparse's default)."""
+    """A command's top-level :class:`ArgumentParser`: the project's help format, ``--version``, and ``doc`` (a
+    docstring) as its plain description. Its subparsers are of the same class (argparse's default)."""
     kwargs.setdefault("formatter_class", HelpFormatter)
-    return ArgumentParser(prog=prog, description=plain(doc) if doc else None, **kwargs)
+    p = ArgumentParser(prog=prog, description=plain(doc) if doc else None, **kwargs)
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()} ({DISTRIBUTION})")
+    return p
 
 
 # --- numbers ---------------------------------------------------------------------------------------------------

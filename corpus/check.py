@@ -52,11 +52,14 @@ def check_inputs(config: BuildConfig, executor: ExecutorConfig) -> Checked:
                   languages={s.lang for s in sources})
     tok = load_tokenizer(config.ingest.tokenizer, config.ingest.tokenizer_dir)
     info = tokenizer_info(tok, config.ingest.tokenizer)
-    for spec in config.ingest.compare_tokenizers:  # loaded again by every ingest task; fail here, not there
-        load_tokenizer(spec, config.ingest.tokenizer_dir)
+    # loaded again by every ingest task; fail here, not there. Their names head the report's token columns.
+    compare = [load_tokenizer(spec, config.ingest.tokenizer_dir).name for spec in config.ingest.compare_tokenizers]
+    if len({tok.name, *compare}) != 1 + len(compare):
+        raise BuildError(f"two tokenizers share a name: {', '.join([tok.name, *compare])}; give each once, or name "
+                         "one with NAME=SPEC")
     check_sources(sources, config.ingest.min_language_score)
     check_executor(executor)
-    return Checked(sources, tok, info, list(config.ingest.compare_tokenizers))
+    return Checked(sources, tok, info, compare)
 
 
 def parse_sources(args: list[str]) -> list[TextSource]:
@@ -67,12 +70,12 @@ def parse_sources(args: list[str]) -> list[TextSource]:
 
 
 def tokenizer_info(tok: Tokenizer, spec: str) -> TokenizerInfo:
-    """The manifest's tokenizer record; ``spec`` becomes the absolute path of the file that was loaded."""
+    """The manifest's tokenizer record; its spec is what loads the same tokenizer, under the same name, from any
+    folder (``Tokenizer.spec``: the file's absolute path, a Hub id, NAME=...)."""
     if tok.bos_id is None:
         raise BuildError(f"tokenizer {spec!r} has no BOS (or end-of-text) token; every document in a shard "
                          f"must start with one. Train or choose a tokenizer that defines it")
-    path = Path(tok.path).resolve()
-    return TokenizerInfo(spec=str(path) if path.exists() else spec, sha256=tok.fingerprint,
+    return TokenizerInfo(spec=tok.spec or spec, sha256=tok.fingerprint,
                          vocab_size=tok.vocab_size, bos_id=tok.bos_id, eos_id=tok.eos_id)
 
 

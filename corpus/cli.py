@@ -191,7 +191,8 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
     if a.check_text > train_documents:  # a draw of each document at most once would need no more
         raise InputError(f"--check-text {a.check_text:g}: {Path(a.dir) / 'manifest.json'} lists {train_documents:,} "
                          f"training documents; give at most that many")
-    print(format_summary(a.dir, manifest))
+    if not a.no_summary:
+        print(format_summary(a.dir, manifest))
     result = verify_shards(a.dir, manifest, hashes=not a.no_hashes, progress=not a.no_progress)
     for problem in result.problems:
         print(f"FAIL {problem}")
@@ -201,7 +202,8 @@ def _cmd_inspect(a: argparse.Namespace) -> int:
     ok = result.ok
     if a.recount or a.check_text:
         try:
-            tok = manifest.tokenizer.load(str(Path(a.dir) / manifest.tokenizer.spec))
+            beside = Path(a.dir) / manifest.tokenizer.spec  # a relative path in a manifest: from the shards
+            tok = manifest.tokenizer.load(str(beside) if beside.exists() else None)
         except ShardError as e:
             print(f"FAIL {e}")
             return 1
@@ -272,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decode N random training documents and check each is a cleaned document of the "
                         "manifest's sources (reads and cleans the sources again)")
     i.add_argument("--no-hashes", action="store_true", help="skip the sha256 check of shard contents")
+    i.add_argument("--no-summary", action="store_true",
+                   help="only verify: no manifest summary (a script that just printed the build's own)")
     i.add_argument("--no-progress", action="store_true")
     i.set_defaults(func=_cmd_inspect)
     return p

@@ -42,6 +42,8 @@ def report_dict(prepared: Prepared, new_shards: list[ShardInfo], shards_in_manif
         "compare_tokenizers": prepared.checked.compare_names,
         "sources": [{"name": s.name, "language": s.language, "counters": dict(sorted(s.counters.items())),
                      "kept": asdict(sizes.corpus_by_source[s.name])} for s in prepared.states],
+        # lines, not documents (the counters' other unit): said on its own, as well as per source
+        "markup_lines_dropped": sum(s.counters.get("markup_lines_dropped", 0) for s in prepared.states),
         "corpus": _jsonable(sizes.corpus),
         "corpus_shares": shares(sizes.corpus, tokenizer),
         "train": _jsonable(sizes.train),
@@ -81,7 +83,9 @@ def report_markdown(data: dict, prepared: Prepared) -> str:
     for s in data["sources"]:
         lines.append(f"| {s['name']} | {s['language']} | "
                      + " | ".join(f"{s['counters'].get(k, 0):,}" for k in _counter_keys(data)) + " |")
-    lines += ["", "## The kept corpus, side by side (share of the column in brackets)", ""]
+    lines += ["", f"Markup/punctuation-only lines dropped inside documents (`markup_lines_dropped`): "
+              f"{data['markup_lines_dropped']:,}.",
+              "", "## The kept corpus, side by side (share of the column in brackets)", ""]
     lines += _md_table("source", sizes.corpus_by_source, name)
     lines += _md_table("language", sizes.corpus, name)
     lines += ["## The training split (documents repeated as planned)", ""]
@@ -106,7 +110,7 @@ def plot_shares(data: dict, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4), layout="constrained")  # constrained: room for the legend outside the bars
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2, sharey=True)
     for ax, key, title in ((axes[0], "corpus_shares", "kept corpus"), (axes[1], "train_shares", "training split")):
@@ -122,11 +126,12 @@ def plot_shares(data: dict, path: Path) -> None:
                     ax.text(x, b + v / 2, f"{v:.0%}", ha="center", va="center", fontsize=8)
             bottom += values
         ax.set_title(title)
-        ax.tick_params(axis="x", labelrotation=20)
+        # "tokens (name)" on two lines: one tokenizer's label does not run into the next
+        ax.set_xticks(range(len(units)), [u.replace(" (", "\n(") for u in units])
     axes[0].set_ylabel("share")
-    axes[1].legend(loc="upper right", fontsize=8)
+    # the stacked bars fill each axes to 1.0: a legend inside would cover them
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right center", fontsize=8)
     fig.suptitle("The same text in characters, bytes and tokens")
-    fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write_bytes(path, buf.getvalue())

@@ -32,6 +32,8 @@ BATCH_DOCS = 4096
 SAMPLE_SENTENCES = 3
 SAMPLE_CHARS = 120
 MIN_SAMPLE_LETTERS = 12
+# The source a report names for text given as strings, not files (``analyze(source_label=...)`` says more).
+MEMORY_SOURCE = "text given as strings"
 
 
 @dataclass
@@ -119,6 +121,7 @@ def analyze(
     progress: bool = True,
     errors: str = "strict",
     detail_every: int = 1,
+    source_label: str = MEMORY_SOURCE,
 ) -> Report:
     """Measure ``tokenizers`` (names, paths or loaded) on ``texts`` (sources, or raw strings per language).
 
@@ -128,7 +131,8 @@ def analyze(
     ``texts[i]["bad_utf8"]``). Every input is checked before the work starts: all tokenizers are loaded, every
     text source is opened up to its first document, and the parallel files are read and aligned.
     ``detail_every=k`` analyses one block of text in ``k`` in detail and the rest for its totals only
-    (:mod:`fertility.scoring.sampling`); 1 (the default) analyses everything.
+    (:mod:`fertility.scoring.sampling`); 1 (the default) analyses everything. ``source_label`` names raw
+    strings as the report's source of each language's text (e.g. "held-out slice of the training text").
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
     names = [t.name for t in toks]
@@ -152,7 +156,7 @@ def analyze(
     seconds = [0.0] * len(toks)
     samples: dict[str, list[str]] = {}
     seen: list[tuple[str, str, dict]] = []
-    for lang, label, batches, info in _sources(texts, max_chars, progress, errors):
+    for lang, label, batches, info in _sources(texts, max_chars, progress, errors, source_label):
         total = totals.setdefault(lang, Totals())
         for docs in batches:
             _add_samples(samples.setdefault(lang, []), docs)
@@ -267,7 +271,8 @@ def _metrics(per_lang: dict[str, Counts], stats: dict[str, BlockStats], totals: 
     return languages, scripts
 
 
-def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
+def _sources(texts, max_chars: int | None, progress: bool, errors: str,
+             source_label: str) -> Iterator[tuple[str, str, Iterator[list[str]], dict]]:
     """(language, label, batches of documents, info dict filled in as the batches are consumed)."""
     if isinstance(texts, Mapping):
         for lang, docs in texts.items():
@@ -277,7 +282,7 @@ def _sources(texts, max_chars: int | None, progress: bool, errors: str) -> Itera
             if not kept:
                 raise TextError(f"texts[{lang!r}]: no documents (expected non-blank strings)")
             info = {"documents": len(kept), "chars": sum(map(len, kept)), "bad_utf8": 0}
-            yield lang, "<memory>", _chunks(iter(kept)), info
+            yield lang, source_label, _chunks(iter(kept)), info
         return
     for source in texts:
         counters: dict = {}

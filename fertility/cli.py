@@ -17,7 +17,7 @@ from fertility.analysis import analyze
 from fertility.premium import FLORES_REFERENCE, add_parallel_arguments, parallel_sources
 from fertility.present.report import terminal_table, write_report
 from fertility.text import BadUTF8Error, input_paths, parse_text_arg
-from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV
+from fertility.tokenizers import KNOWN_TOKENIZERS, TOKENIZER_DIR_ENV, split_label
 
 PROG = "fertility"
 # One block in 64 in detail keeps a report within 1.25x of the encoder's own time (benchmarks/bench_fertility.py).
@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Measure tokenizers on labelled text; write report.json, report.md and "
                                      "report.html.", formatter_class=clihelp.HelpFormatter)
     rep.add_argument("--tokenizer", action="append", required=True, metavar="SPEC", type=paths.name_or_path,
-                     help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}) or a path; repeat for several")
+                     help=f"a known name ({', '.join(KNOWN_TOKENIZERS)}), a path, a Hugging Face Hub id (org/name"
+                          "[@revision], from the Hub's cache; offline with HF_HUB_OFFLINE=1), or NAME=SPEC to name "
+                          "any of these NAME in the report; repeat for several")
     rep.add_argument("--text", action="append", default=[], metavar="LANG=PATH", type=paths.input_spec(),
                      help="labelled text: LANG=PATH, LANG=PATH:FIELD or LANG=hf:NAME[:CONFIG[:SPLIT[:FIELD]]]")
     add_parallel_arguments(rep, parallel_help="line-aligned parallel text, one file per language (for the premium); "
@@ -67,7 +69,8 @@ def _add_serve_parser(sub) -> None:
                                      "see the tokens and the report's figures. Prints its URL; opens nothing.",
                          formatter_class=clihelp.HelpFormatter)
     srv.add_argument("--tokenizer", action="append", default=[], metavar="SPEC", type=paths.name_or_path,
-                     help="a tokenizer to offer (a known name or a path; loaded now); repeat for several. "
+                     help="a tokenizer to offer (a known name, a path, a Hub id or NAME=SPEC, as for report; "
+                          "loaded now); repeat for several. "
                           "The known names found in the tokenizer folders are offered too")
     srv.add_argument("--tokenizer-dir", default=None, metavar="DIR", type=paths.input_folder,
                      help=f"where known names are found (else ${TOKENIZER_DIR_ENV}, then data/tokenizers)")
@@ -95,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     parallel = parallel_sources(args.parallel, args.flores, args.flores_split)
     if not texts and not parallel:
         raise InputError("no text: pass --text LANG=PATH, --parallel LANG=PATH or --flores DIR")
-    inputs = input_paths([*texts, *parallel.values(), *args.tokenizer, *filter(None, [args.flores, args.tokenizer_dir])])
+    inputs = input_paths([*texts, *parallel.values(), *(split_label(t)[1] for t in args.tokenizer),
+                          *filter(None, [args.flores, args.tokenizer_dir])])
     reference = args.reference or (FLORES_REFERENCE if args.flores else "en")
     with output_dir(args.out, "fertility report", overwrite=args.overwrite, inputs=inputs):
         try:

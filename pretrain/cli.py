@@ -14,6 +14,10 @@
 written into. Ctrl-C or SIGTERM during training saves a checkpoint at the next step boundary and stops
 (exit 130/143); --resume then goes on exactly where it stopped.
 
+Progress bars are drawn only on a terminal: with stderr in a file (a Slurm job's log, a redirect) or with
+--no-progress, launch writes one plain line every train.log_interval steps instead, and no bar of the libraries
+a command runs (transformers loading or writing weights, lm-evaluation-harness) is drawn.
+
 Exit codes: 0 done, 1 training error, 2 bad arguments or data refused (one line, before any work),
 3 halted by the supervisor, 130/143 stopped by SIGINT/SIGTERM.
 """
@@ -21,7 +25,10 @@ Exit codes: 0 done, 1 training error, 2 bad arguments or data refused (one line,
 from __future__ import annotations
 
 import argparse
-from functools import partial
+import functools
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from common import cli
 from pretrain.eval import command as eval_command
@@ -51,10 +58,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def bars_off() -> Iterator[None]:
+    """Every tqdm bar made inside is disabled. A bar redraws its line with carriage returns, and a log file keeps
+    every redraw; the libraries a command runs draw theirs with no option to stop them (lm-evaluation-harness
+    passes ``disable=False`` itself), so the switch is tqdm's own constructor, put back on the way out."""
+    from tqdm import std
+
+    init = std.tqdm.__init__
+
+    @functools.wraps(init)
+    def disabled(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, "disable": True})
+
+    std.tqdm.__init__ = disabled
+    try:
+        yield
+    finally:
+        std.tqdm.__init__ = init
+
+
 def run(args: argparse.Namespace) -> int:
     # launch's final evaluation is handed in here: pretrain.guard sits below pretrain.eval.
-    commands = {"launch": partial(launch.run, final_eval=final_eval)}
-    return commands.get(args.command, COMMANDS[args.command][0].run)(args)
+    commands = {"launch": functools.partial(launch.run, final_eval=final_eval)}
+    command = commands.get(args.command, COMMANDS[args.command][0].run)
+    if sys.stderr.isatty() and not getattr(args, "no_progress", False):
+        return command(args)
+    with bars_off():
+        return command(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -231,7 +231,9 @@ class TrainConfig:
     eval_interval: int = 500
     checkpoint_interval: int = 500
     keep_last: int = 3  # step checkpoints kept besides the best
-    log_interval: int = 1  # tqdm/TensorBoard refresh; metrics.jsonl always gets every step
+    # Steps between progress reports (the bar's figures on a terminal, else a plain line) and TensorBoard points,
+    # besides the first and the last step; metrics.jsonl always gets every step.
+    log_interval: int = 10
     seed: int = 1337
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     dtype: str = "auto"  # "auto" (bf16 on CUDA, fp32 on CPU) | "bf16" | "fp32"
@@ -259,7 +261,7 @@ class SupervisorConfig:
     # length applies to the gradient norm. Single outliers come and go in healthy small-batch runs.
     spike_factor: float = 2.0
     spike_patience: int = 5
-    # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (docs/pretrain.md).
+    # 25x: a 13x excursion was seen at step 46 of a healthy tiny run with 1,024-token batches (benchmarks/results/2026-11-30-pretrain-cpu-acceptance).
     grad_explode_factor: float = 25.0  # grad norm above this multiple of the window's median, spike_patience steps
     grad_norm_max: float | None = None  # optional absolute ceiling on the grad norm
     throughput_fraction: float = 0.3  # tokens/s below this fraction of the run's own median...
@@ -389,7 +391,7 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): see docs/pretrain.md for the count.
+    # ~0.41B parameters with a 50k vocabulary (0.44B with 64k): docs/pretrain.md, Presets, has the count.
     # 2e9 tokens (about 5 tokens per parameter) in 3815 steps of 512 Ki tokens; the decay ends at step 3815.
     "bangla-0.4b": Preset(
         model=dict(n_layer=24, n_head=16, n_embd=1024, block_size=2048),
@@ -405,7 +407,7 @@ PRESETS: dict[str, Preset] = {
     # 900 steps of 1,024 tokens, lr 2e-3 after 30 warmup steps, cosine to 0: with 64,000 ids and 4M tokens of
     # ../shared/data its validation loss ends 0.30 / 0.84 nats below a unigram model of its training tokens
     # (bn / en), where 600 steps at 4e-3 ended 0.15 / 0.69, at 2e-3 0.24-0.26 (benchmarks/tiny_vs_unigram.py,
-    # docs/pretrain.md). At 4e-3 the loss sat on a plateau until the decay began; 1e-3 learned slower. Small
+    # benchmarks/results/2026-12-01-tiny-budget). At 4e-3 the loss sat on a plateau until the decay began; 1e-3 learned slower. Small
     # batches: on a CPU, more updates beat bigger batches at this scale. 30 warmup steps: with 10, a
     # 64,000-id vocabulary's loss jumped from 10.0 to 10.8 right after the warmup.
     "tiny": Preset(

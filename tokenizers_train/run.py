@@ -106,8 +106,11 @@ def _run(config: TrainingRun) -> RunResult:
     for source in config.texts:  # missing, empty, not UTF-8 or no such field at its head: before any work
         check_source(source)
     fertility.tokenizers.check_tokenizer_dir(config.tokenizer_dir)  # else refused only after the training
-    for reference in config.references:  # a bad one would otherwise fail after every round, losing them
-        fertility.load_tokenizer(reference, config.tokenizer_dir)
+    # a bad reference, or one named like the trained tokenizer (after OUT), would otherwise fail after every round
+    names = [config.out.name, *(fertility.load_tokenizer(r, config.tokenizer_dir).name for r in config.references)]
+    if len(set(names)) != len(names):
+        raise InputError(f"two tokenizers share a name: {', '.join(names)} (the trained one is named after --out); "
+                         "give each once, or name a --reference NAME=SPEC")
     read_dev_set(config, langs)  # missing, not aligned or lacking a language: before any work
     ckpt = checkpoint.Checkpoint(out, _resume_key(config))
     if ckpt.resumed:
@@ -238,7 +241,7 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
         raise targeting.TargetNotMet(rounds, config.goal)
     budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars, config.max_repeats)
     for note in _sample_notes(config, prepared, chosen.shares):
-        _log(f"note: {note}")
+        _progress(config, f"note: {note}")  # early, for a long run; the closing summary repeats it
     naive = None
     if config.naive:
         naive_dir = ckpt.step("naive")
@@ -259,7 +262,8 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
     for path in t.tokenizer.parent.iterdir():  # sentencepiece: tokenizer.model and its tokenizer.json
         if path.name != checkpoint.DONE:
             shutil.copyfile(path, tmp / path.name)
-    compare = [_named(str(final), f"script-aware-{t.train_config.backend}")]
+    # named as loading OUT's tokenizer.json names it (after its folder): one name in every later report
+    compare = [_named(str(final), config.out.name)]
     if t.naive is not None:
         (tmp / "naive").mkdir()
         shutil.copyfile(t.naive, tmp / "naive" / t.naive.name)
@@ -269,7 +273,8 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
     _progress(config, "measuring " + ", ".join(x if isinstance(x, str) else x.name for x in compare) + " on the validation slice")
     parallel = ({k: config.parallel[k] for k in t.prepared.languages} if config.parallel else None)
     report = fertility.analyze(compare, validation, tokenizer_dir=config.tokenizer_dir, progress=config.progress,
-                               parallel=parallel, reference=dev_reference(config, list(t.prepared.languages)))
+                               parallel=parallel, reference=dev_reference(config, list(t.prepared.languages)),
+                               source_label="held-out slice of the training text")
     fertility.write_report(report, tmp / "fertility")
     by_source = per_source(compare, t.prepared, config.tokenizer_dir)
     alphabet = set().union(*(lt.alphabet for lt in t.prepared.languages.values()))
@@ -290,7 +295,8 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
         "by_source": by_source,
         "rounds": [r.to_dict() for r in t.rounds],
         "chosen_round": t.chosen.index,
-        "tokenizer": {"file": final.name, "sha256": file_sha256(final), "vocab_size": t.train_config.vocab_size,
+        "tokenizer": {"name": config.out.name, "file": final.name, "sha256": file_sha256(final),
+                      "vocab_size": t.train_config.vocab_size,
                       "special_tokens": backends.SPECIAL_TOKENS},
         "comparison": {x.name: {"vocab_size": x.vocab_size,
                                 "chars_per_token": {k: m.chars_per_token for k, m in x.languages.items()},

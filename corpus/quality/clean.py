@@ -1,9 +1,11 @@
-"""Document cleaning: the canonical Unicode form, control characters and whitespace; and what the quality filters
-(``corpus.quality.filters``) and dedup measure on a document: its script, its words and their n-gram hashes.
+"""Document cleaning: the canonical Unicode form, control characters, whitespace and lines that are only markup
+or punctuation; and what the quality filters (``corpus.quality.filters``) and dedup measure on a document: its
+script, its words and their n-gram hashes.
 
 Every cleaning step is counted in a ``collections.Counter`` the caller passes in, so the build report can say
-how many documents each step touched. The functions are pure otherwise: the same text and language always
-give the same result, which is what makes a build reproducible and resumable.
+how many documents each step touched (and how many lines the markup step dropped). The functions are pure
+otherwise: the same text and language always give the same result, which is what makes a build reproducible and
+resumable.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ _HSPACE = re.compile(f"[{HSPACE_CHARS}]{{2,}}|[{HSPACE_CHARS.replace(' ', '')}]"
 _NEEDS_WORK = re.compile(f"[{_CONTROL.pattern[1:-1]}{HSPACE_CHARS.replace(' ', '')}]")
 _SPACE_AROUND_NEWLINE = re.compile(r" ?\n ?")
 _BLANK_LINES = re.compile(r"\n{3,}")
+# A character that keeps a line: anything but punctuation (P*), symbols (S*) and white space, of any script. A
+# line with none of them is markup or a punctuation run ("```", "***", "====", "-----", "* * *", a lone "॥").
+_NOT_MARKUP = regex.compile(r"[^\p{P}\p{S}\s]")
 _LETTER = r"[\p{L}\p{M}]"
 _WORD = regex.compile(r"\w+")
 _WORD_WIDTH = 24
@@ -67,7 +72,8 @@ def script_of(language: str) -> str | None:
 
 
 def canonicalize(text: str, counters: Counter | None = None) -> str:
-    """Canonical form, no control characters, single spaces, at most one blank line; counts what changed."""
+    """Canonical form, no control characters, single spaces, at most one blank line, no line that is only markup
+    or punctuation (:func:`drop_markup_lines`); counts what changed."""
     counters = Counter() if counters is None else counters
     out = normalize(text)
     if out != text:
@@ -84,7 +90,19 @@ def canonicalize(text: str, counters: Counter | None = None) -> str:
     spaced = spaced.strip()
     if spaced != stripped:
         counters["changed_whitespace"] += 1
-    return spaced
+    return drop_markup_lines(spaced, counters) if "\n" in spaced else spaced
+
+
+def drop_markup_lines(text: str, counters: Counter) -> str:
+    """``text`` (in canonical white space) without its lines that are only punctuation, symbols and spaces,
+    counted as ``markup_lines_dropped``. A line with a letter, mark or digit stays, whatever punctuation it has;
+    a document that is nothing but such lines stays as it is, for the filters to judge."""
+    lines = text.split("\n")
+    kept = [line for line in lines if not line or _NOT_MARKUP.search(line)]
+    if len(kept) == len(lines) or not any(kept):
+        return text
+    counters["markup_lines_dropped"] += len(lines) - len(kept)
+    return _BLANK_LINES.sub("\n\n", "\n".join(kept)).strip("\n")
 
 
 def code_points(text: str) -> np.ndarray:

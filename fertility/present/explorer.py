@@ -21,7 +21,8 @@ from common.errors import InputError
 from fertility.analysis import Report, analyze
 from fertility.premium import ParallelMetrics, aligned, premium
 from fertility.present import viewer
-from fertility.present.report import COLUMNS, folded_scripts, metrics_row, verdict
+from fertility.present.report import COLUMNS, EXPLANATIONS, ceiling_text, folded_scripts, metrics_row, plural
+from fertility.scoring.traps import verdicts
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import Document, TextError
 from fertility.tokenizers import Tokenizer, load_tokenizer
@@ -100,6 +101,7 @@ class Exploration:
 
     def to_dict(self) -> dict:
         """The figures as report.json writes them, per tokenizer, plus the text's own counts."""
+        judged = verdicts(self.report.tokenizers)
         return {
             "languages": {lang: {"documents": len(docs), "chars": sum(len(d.text) for d in docs),
                                  "drawn_chars": sum(map(len, self.drawn[lang]))}
@@ -110,7 +112,8 @@ class Exploration:
                             "languages": {k: m.to_dict() for k, m in t.languages.items()},
                             "scripts": {k: m.to_dict() for k, m in t.scripts.items()},
                             "parallel": {k: p.to_dict() for k, p in self.parallel.get(t.name, {}).items()},
-                            "traps": [x.to_dict() for x in t.traps]} for t in self.report.tokenizers],
+                            "traps": [x.to_dict() for x in t.traps],
+                            "verdict": judged[t.name].to_dict()} for t in self.report.tokenizers],
         }
 
     def html(self, *, style: bool = True) -> str:
@@ -144,20 +147,20 @@ class Exploration:
             for lang in self.languages:
                 m = t.languages[lang]
                 cells += [f"{self.tokens(t.name, lang):,}", FORMATS["chars_per_token"].format(m.chars_per_token),
-                          FORMATS["pretoken_ceiling"].format(m.pretoken_ceiling)]
+                          _esc(ceiling_text(m))]
             if len(toks) > 1:
                 cells.append(self._difference(t.name, first))
             cells += [f"{self.parallel[t.name][lang].premium:.3f}" for lang in premium_langs]
             rows.append(cells)
+        judged = verdicts(toks)
         out = ["<table class='summary'><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>"]
         for t, cells in zip(toks, rows, strict=True):
             out.append(f"<tr data-tokenizer='{_esc(t.name)}'>" + "".join(f"<td>{c}</td>" for c in cells)
-                       + f"<td class='verdict'>{_esc(verdict(t.traps))}</td></tr>")
+                       + f"<td class='verdict'>{_esc(judged[t.name].text)}</td></tr>")
         out.append("</table>")
-        out.append("<p class='note'>chars/token: characters of the text per token (higher is cheaper); ceiling: "
-                   "characters per pre-tokenizer piece, the best any vocabulary behind this pre-tokenizer could "
-                   "reach" + ("; premium: tokens of the sentences over the reference's tokens for the same "
-                              "sentences (1 is parity)" if premium_langs else "") + ".</p>")
+        explained = ("chars/token", "ceiling", *(("premium",) if premium_langs else ()), "verdict")
+        out.append("<p class='note'>" + "<br>".join(f"<b>{_esc(name)}</b>: {_esc(text)}"
+                                                      for name, text in EXPLANATIONS if name in explained) + "</p>")
         return out
 
     def _difference(self, name: str, first: str) -> str:
@@ -182,8 +185,7 @@ class Exploration:
         for label, metrics in rows:
             cells = [_esc(label), f"{metrics[0].chars:,}"]
             for m in metrics:
-                cells += [FORMATS["chars_per_token"].format(m.chars_per_token),
-                          FORMATS["pretoken_ceiling"].format(m.pretoken_ceiling)]
+                cells += [FORMATS["chars_per_token"].format(m.chars_per_token), _esc(ceiling_text(m))]
             out.append(f"<tr data-row='{_esc(label)}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         out.append("</table>")
         full_header = "".join(f"<th>{_esc(h)}</th>" for h in ["", *(c[0] for c in COLUMNS)])
@@ -217,7 +219,7 @@ class Exploration:
         for t in toks[:n]:
             diff = f", {self._difference(t.name, first)} vs {_esc(first)}" if t.name != first else ""
             out.append(f"<div class='head' data-tokenizer='{_esc(t.name)}'>{_esc(t.name)} "
-                       f"<span class='count'>{self.tokens(t.name):,} tokens{diff}</span></div>")
+                       f"<span class='count'>{plural(self.tokens(t.name), 'token')}{diff}</span></div>")
         for lang, k in self._line_order():
             text = self.drawn[lang][k]
             for t in toks[:n]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import base64
 import html
 import os
+import re
 from pathlib import Path
 
 from common.fileio import atomic_write_text, write_json
 from common.outdir import output_dir, publish_dir, staging_dir
 from fertility.analysis import Report
 from fertility.present import viewer
-from fertility.scoring.metrics import COUNT_FIELDS, Metrics
-from fertility.scoring.traps import Trap
+from fertility.scoring.metrics import COUNT_FIELDS, PHRASE_PIECES_PER_WORD, Metrics
+from fertility.scoring.traps import MIN_CHARS, MIN_FRACTION_OF_BEST, verdicts
 
 # (column header, attribute, format) of the per-language / per-script tables.
 COLUMNS = (
@@ -34,8 +35,21 @@ COLUMNS = (
 )
 
 
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 script", "2 scripts", "1,024 characters"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def ceiling_text(m: Metrics, *, interval: bool = False) -> str:
+    """A ceiling as the tables show it (``interval``: with its ± where estimated), marked "(phrases)" where it is
+    a phrase's length and bounds nothing."""
+    text = _estimate(m, "pretoken_ceiling", "{:.2f}") if interval else f"{m.pretoken_ceiling:.2f}"
+    return text + (" (phrases)" if m.phrase_pieces else "")
+
+
 def metrics_row(label: str, m: Metrics) -> list[str]:
-    return [label] + [fmt.format(getattr(m, attr)) for _, attr, fmt in COLUMNS]
+    return [label] + [ceiling_text(m) if attr == "pretoken_ceiling" else fmt.format(getattr(m, attr))
+                      for _, attr, fmt in COLUMNS]
 
 
 def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -48,7 +62,7 @@ def summary_rows(report: Report) -> tuple[list[str], list[list[str]]]:
             par = t.parallel.get(lang)
             rows.append([t.name, lang, f"{m.chars_per_token:.3f}", f"{m.graphemes_per_token:.3f}",
                          f"{m.bytes_per_token:.3f}", f"{m.tokens_per_word:.2f}", f"{m.continued_word_rate:.1%}",
-                         f"{m.broken_grapheme_rate:.1%}", f"{m.pretoken_ceiling:.2f}",
+                         f"{m.broken_grapheme_rate:.1%}", ceiling_text(m),
                          f"{par.premium:.2f}" if par else "-"])
     return header, rows
 
@@ -67,28 +81,30 @@ def terminal_table(report: Report) -> str:
         if f := t.fairness():
             lines.append(f"FAIRNESS {t.name} (parallel text, vs {f.reference}): max premium {f.max_premium:.3f}, "
                          f"Gini {f.gini:.4f}")
+    judged = verdicts(report.tokenizers)
     for t in report.tokenizers:
         for trap in t.traps:
             lines.append(f"TRAP {t.name} / {trap.script} [{trap.rule}]: {trap.cause}")
         for warning in t.balance.warnings:
             lines.append(f"BALANCE {t.name}: {warning}")
+        lines.append(f"VERDICT {t.name}: {judged[t.name].text}")
     return "\n".join(lines)
 
 
-# Plain verdicts for the trap rules (fertility/scoring/traps.py), for the summary.
-VERDICTS = {
-    "low_chars_per_token": "few characters per token",
-    "low_pretoken_ceiling": "the pre-tokenizer caps it",
-    "broken_graphemes": "cuts inside letters",
-    "unk": "unknown tokens",
-    "byte_fallback": "falls back to bytes",
-}
 # What each summary column means, shown under the summary.
 EXPLANATIONS = (
     ("chars/token", "characters of the language's text per token: higher is cheaper (exact, every document)"),
-    ("ceiling", "characters per pre-tokenizer piece: no vocabulary behind this pre-tokenizer can exceed it"),
+    ("ceiling", "characters per pre-tokenizer piece: no vocabulary behind this pre-tokenizer can exceed it, "
+                "so a ceiling near chars/token means the pre-tokenizer, not the vocabulary, is the limit. "
+                "(phrases): the pre-tokenizer keeps several words in one piece (phrase merges: under "
+                f"{PHRASE_PIECES_PER_WORD:g} pieces per word), so the ceiling is a phrase's length, far above "
+                "what any vocabulary reaches: it bounds nothing there, the vocabulary is the limit"),
     ("premium", "tokens for the same sentences over the reference language's tokens (parallel text): 1 is parity"),
-    ("verdict", "the traps found per script (details at the end), or OK"),
+    ("verdict", "per script, the traps found (details at the end); per language, a drop: under "
+                f"{MIN_FRACTION_OF_BEST:.0%} of the best other tokenizer's chars/token on the same text, i.e. "
+                f"{1 / MIN_FRACTION_OF_BEST - 1:.0%} more tokens or worse; \"not enough text to judge\" for a script "
+                f"with fewer than {MIN_CHARS:,} characters (the rules need that many to mean anything); "
+                "OK when a script was judged and nothing was found"),
     ("max premium", "the largest premium of any language against the reference: 1 is parity"),
     ("Gini", "Gini coefficient of the languages' token counts for the same sentences: 0 when every language "
              "costs the same, up to (n - 1) / n when one language takes all the tokens"),
@@ -105,14 +121,6 @@ def _estimate(m: Metrics, rate: str, fmt: str) -> str:
     return text + (f" ±{half:.2f}" if half else "")
 
 
-def verdict(traps: list[Trap]) -> str:
-    """The traps of one tokenizer in plain words, per script ("Bengali: cuts inside letters"), or OK."""
-    found: dict[str, list[str]] = {}
-    for trap in traps:
-        found.setdefault(trap.script, []).append(VERDICTS.get(trap.rule, trap.rule))
-    return "; ".join(f"{script}: {', '.join(v)}" for script, v in found.items()) or "OK"
-
-
 def summary(report: Report) -> tuple[list[str], list[list[str]]]:
     """Every tokenizer side by side: chars/token and ceiling per language, premiums, and a verdict."""
     langs = list(report.tokenizers[0].languages) if report.tokenizers else []
@@ -120,12 +128,14 @@ def summary(report: Report) -> tuple[list[str], list[list[str]]]:
                      if lang != report.reference]
     header = (["tokenizer"] + [f"{lang} chars/token" for lang in langs] + [f"{lang} ceiling" for lang in langs]
               + [f"{lang} premium" for lang in premium_langs] + ["verdict"])
+    judged = verdicts(report.tokenizers)
     rows = []
     for t in report.tokenizers:
         rows.append([t.name] + [f"{t.languages[lang].chars_per_token:.2f}" for lang in langs]
-                    + [_estimate(t.languages[lang], "pretoken_ceiling", "{:.2f}") for lang in langs]
-                    + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [verdict(t.traps)])
+                    + [ceiling_text(t.languages[lang], interval=True) for lang in langs]
+                    + [f"{t.parallel[lang].premium:.2f}" for lang in premium_langs] + [judged[t.name].text])
     return header, rows
+
 
 
 def fairness_table(report: Report) -> tuple[list[str], list[list[str]]] | None:
@@ -156,13 +166,14 @@ def folded_scripts(scripts: dict[str, Metrics]) -> list[tuple[str, Metrics]]:
             for name in COUNT_FIELDS:
                 setattr(other, name, getattr(other, name) + getattr(m, name))
             other.vocab_types_used += m.vocab_types_used  # an upper bound: the scripts may share tokens
-        kept.append((f"other ({len(rest)} scripts)", other))
+        kept.append((f"other ({plural(len(rest), 'script')})", other))
     return kept
 
 
 def _sections(report: Report):
     """The report's details as (title, header, rows, notes) sections, shared by Markdown and HTML."""
     header = ["", *(c[0] for c in COLUMNS)]
+    judged = verdicts(report.tokenizers)
     for t in report.tokenizers:
         title = f"{t.name} ({t.kind}, vocabulary {t.vocab_size:,})"
         yield title + ": languages", header, [metrics_row(k, m) for k, m in t.languages.items()], []
@@ -177,7 +188,7 @@ def _sections(report: Report):
                 for lang in b.char_share]
         yield title + ": balance", ["", "chars", "bytes", "tokens"], rows, b.warnings
         traps = [f"**{x.script}** `{x.rule}`: {x.cause}" for x in t.traps] or ["no traps"]
-        yield title + ": traps", [], [], traps
+        yield title + ": traps", [], [], traps + [f"verdict: {judged[t.name].text}"]
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -203,8 +214,8 @@ def markdown(report: Report) -> str:
 
 
 def _sources_line(report: Report) -> str:
-    texts = "; ".join(f"{t['lang']}: {t['source']} ({t['documents']:,} documents, {t['chars']:,} characters)"
-                      for t in report.texts)
+    texts = "; ".join(f"{t['lang']}: {t['source']} ({plural(t['documents'], 'document')}, "
+                      f"{plural(t['chars'], 'character')})" for t in report.texts)
     line = f"Text: {texts}."
     if report.parallel_texts:
         line += " Parallel: " + "; ".join(f"{k}: {v}" for k, v in report.parallel_texts.items()) + "."
@@ -224,6 +235,28 @@ def _html_table(header: list[str], rows: list[list[str]], cls: str = "") -> list
     parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows]
     parts.append("</table>")
     return parts
+
+
+# The Markdown the notes use inline: **bold** and `code`.
+_INLINE = re.compile(r"\*\*(.+?)\*\*|`(.+?)`")
+
+
+def inline_html(note: str) -> str:
+    """A note of report.md as HTML: escaped, its **bold** and `code` as <strong> and <code>."""
+    out, end = [], 0
+    for m in _INLINE.finditer(note):
+        out.append(html.escape(note[end:m.start()]))
+        bold, code = m.groups()
+        out.append(f"<strong>{html.escape(bold)}</strong>" if bold is not None else f"<code>{html.escape(code)}</code>")
+        end = m.end()
+    return "".join(out) + html.escape(note[end:])
+
+
+def report_json(report: Report) -> dict:
+    """report.json: the analysis, and in its summary each tokenizer's verdict as the summary table states it."""
+    data = report.to_dict()
+    data["summary"]["verdicts"] = {name: v.to_dict() for name, v in verdicts(report.tokenizers).items()}
+    return data
 
 
 def html_page(report: Report, figures: dict[str, bytes]) -> str:
@@ -254,7 +287,7 @@ def html_page(report: Report, figures: dict[str, bytes]) -> str:
         if header:
             parts += _html_table(header, rows)
         if notes:
-            parts.append("<ul>" + "".join(f"<li>{esc(n).replace('**', '')}</li>" for n in notes) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{inline_html(n)}</li>" for n in notes) + "</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -265,7 +298,7 @@ def write_report(report: Report, out_dir: str | os.PathLike, *, overwrite: bool 
     from fertility.present.plots import all_figures
 
     with output_dir(out_dir, "fertility report", overwrite=overwrite) as out, staging_dir(out) as tmp:
-        write_json(tmp / "report.json", report.to_dict())
+        write_json(tmp / "report.json", report_json(report))
         atomic_write_text(tmp / "report.md", markdown(report))
         atomic_write_text(tmp / "report.html", html_page(report, all_figures(report)))
         publish_dir(tmp, out, command="fertility report")

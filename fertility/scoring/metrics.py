@@ -15,7 +15,10 @@ Definitions (all counts in the :class:`Metrics` of a script or language):
   cluster; ``split_char_boundaries``: those falling inside one character's UTF-8 bytes.
 * ``pretokens``: the pre-tokenizer's pieces (no token crosses one); ``pretoken_ceiling`` = chars / pretokens,
   the best chars/token any vocabulary could reach behind that pre-tokenizer; ``mark_splits``: pieces that
-  begin with a combining mark (\\p{M}), i.e. the pre-tokenizer cut a mark off its letter.
+  begin with a combining mark (\\p{M}), i.e. the pre-tokenizer cut a mark off its letter. A pre-tokenizer with
+  fewer pieces than ``PHRASE_PIECES_PER_WORD`` per word keeps several words in a piece (phrase merges): its
+  ceiling is then a phrase's length, far above what any vocabulary reaches, so it bounds nothing in practice
+  (``phrase_pieces``).
 * ``unk_tokens`` / ``byte_fallback_tokens``: tokens that are the UNK token / a byte-fallback piece.
 * ``vocab_types_used``: distinct ids among tokens whose middle byte is in that script (or language).
 """
@@ -32,6 +35,9 @@ from fertility.tokenizers import Tokenizer, worker_pool
 
 N_SCRIPTS = len(SCRIPT_NAMES)
 THREAD_MIN_BYTES = 64 * 1024
+# Word pre-tokenizers give at least one piece per word (more with punctuation and spaces); phrase pre-tokenizers
+# give one per several words (about 0.1 on the shipped sample).
+PHRASE_PIECES_PER_WORD = 0.8
 COUNT_FIELDS = (
     "chars", "graphemes", "bytes", "tokens", "words", "word_tokens", "continued_words", "boundaries",
     "broken_boundaries", "split_char_boundaries", "pretokens", "mark_splits", "unk_tokens",
@@ -99,6 +105,11 @@ class Metrics:
     @property
     def pretoken_ceiling(self) -> float:
         return _ratio(self.chars, self.pretokens)
+
+    @property
+    def phrase_pieces(self) -> bool:
+        """The pre-tokenizer keeps several words in one piece: the ceiling is a phrase's length, not a limit."""
+        return 0 < self.pretokens < PHRASE_PIECES_PER_WORD * self.words
 
     def to_dict(self) -> dict:
         """Counts, then rates; floats rounded to 6 significant decimals for a stable, readable JSON."""

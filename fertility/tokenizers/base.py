@@ -112,6 +112,9 @@ class Tokenizer(ABC):
     path: str
     vocab_size: int
     fingerprint: str  # sha256 over the tokenizer file bytes (uncompressed), in the order of its files
+    # what load_tokenizer loads it from again, under the same name, from any folder: an absolute path, a Hub id,
+    # NAME=SPEC; set by load_tokenizer ("" for a tokenizer made in code)
+    spec: str = ""
     bos_id: int | None
     eos_id: int | None
 

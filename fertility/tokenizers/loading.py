@@ -1,4 +1,5 @@
-"""``load_tokenizer``: a known name (resolved in a tokenizer folder), a path of any format, or a loaded tokenizer.
+"""``load_tokenizer``: a known name (resolved in a tokenizer folder), a path of any format, a Hugging Face Hub id
+(through huggingface_hub's cache), ``NAME=SPEC`` (any of these under the name NAME), or a loaded tokenizer.
 
 ``FORMATS`` is the one list of file formats (each a :class:`~fertility.tokenizers.base.Format`, defined in its
 adapter's module); detection, folder lookup and the messages read only it. A new format is its adapter module
@@ -9,8 +10,10 @@ in a tokenizer folder, of any format.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+import re
 from pathlib import Path
 
 from fertility.tokenizers import hf, sentencepiece, tiktoken
@@ -45,39 +48,153 @@ FORMATS: tuple[Format, ...] = (
     sentencepiece.SENTENCEPIECE,
     tiktoken.TIKTOKEN,
 )
-
+# What a Hub repository is asked for: its tokenizer.json first, else every format's files (tokenizer_file_in picks).
+_HUB_FILE = hf.TOKENIZER_JSON.in_folder[0]
+_HUB_PATTERNS = tuple(dict.fromkeys(p for f in FORMATS for p in (*f.in_folder, *f.companions)))
+# a spec ending so is a file path, never a Hub id ("data/tok.json" that does not exist)
+_FILE_SUFFIXES = tuple(dict.fromkeys(s for f in FORMATS for s in f.suffixes)) + (".model", ".gz")
 
 
 def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = None) -> Tokenizer:
-    """Load a tokenizer from a known name, a path, or pass a :class:`Tokenizer` through.
+    """Load a tokenizer from a known name, a path, a Hugging Face Hub id, ``NAME=SPEC``, or pass a
+    :class:`Tokenizer` through.
 
-    A known name (see ``KNOWN_TOKENIZERS``) is looked up in ``tokenizer_dir``, then ``$FERTILITY_TOKENIZER_DIR``,
-    then the repository's ``data/tokenizers``. Any other spec is a path: a file of one of ``FORMATS`` (a
-    ``tokenizer.json``; a ``vocab.json`` with ``merges.txt`` beside it; a WordPiece ``vocab.txt``; a tiktoken
-    ranks file, ``.tiktoken``, ``.tiktoken.gz`` or any name with that content; a sentencepiece model, any name)
-    or a folder holding one.
+    A spec that is an existing path is that path, whatever else it looks like. ``NAME=SPEC`` (NAME a plain label:
+    no ``/``, ``\\`` or ``=``) loads SPEC and names it NAME in every output. A known name (see
+    ``KNOWN_TOKENIZERS``) is looked up in ``tokenizer_dir``, then ``$FERTILITY_TOKENIZER_DIR``, then the
+    repository's ``data/tokenizers``. A path is a file of one of ``FORMATS`` (a ``tokenizer.json``; a ``vocab.json``
+    with ``merges.txt`` beside it; a WordPiece ``vocab.txt``; a tiktoken ranks file, ``.tiktoken``, ``.tiktoken.gz``
+    or any name with that content; a sentencepiece model, any name) or a folder holding one. ``org/name`` or
+    ``org/name@revision`` that is no path is a Hub repository, its tokenizer file taken from the Hugging Face cache
+    (downloaded there first unless ``HF_HUB_OFFLINE=1``), as ``transformers`` does; its name is the id.
+    The loaded tokenizer's ``spec`` loads it again, under the same name, from any working folder.
     An unchanged file is loaded once per process and the same object returned: copy it before changing it.
     """
     check_tokenizer_dir(tokenizer_dir)
     if isinstance(spec, Tokenizer):
         return spec
-    if spec in KNOWN_TOKENIZERS:
-        return _load_cached(_resolve_known(spec, tokenizer_dir), spec, spec)
-    path = Path(spec).expanduser()
+    label, target = split_label(spec)
+    tok, source = _load_unlabelled(target, tokenizer_dir)
+    if label is None or label == tok.name:
+        return tok
+    named = copy.copy(tok)  # the cached object keeps its own name
+    named.name, named.spec = label, f"{label}={source}"
+    return named
+
+
+def split_label(spec: str) -> tuple[str | None, str]:
+    """``(NAME, SPEC)`` of ``NAME=SPEC``, or ``(None, spec)``: a spec that is an existing path, or whose part
+    before the first ``=`` is not a plain label (empty, ``.``/``..``, or holding ``/`` or ``\\``), has no label.
+    Unrelated to the ``LANG=PATH`` of text options: a label here is a tokenizer's name."""
+    name, sep, target = spec.partition("=")
+    if not sep or not target or _LABEL.fullmatch(name) is None or name in (".", "..") or _exists(spec):
+        return None, spec
+    return name, target
+
+
+# A tokenizer's label: printable, no path separator, no "=" (what NAME=SPEC splits on), not starting with "~".
+_LABEL = re.compile(r"[^\s/\\=~][^/\\=]*")
+# owner/name[@revision], as the Hub spells repository ids; "--" and ".." are refused by it, and here.
+_HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[^\s@]+))?")
+
+
+def _exists(spec: str) -> bool:
     try:
-        path.stat()
+        Path(spec).expanduser().stat()
     except FileNotFoundError:
-        pass
+        return False
     except OSError as e:  # a symlink loop, a name too long: not "no such file"
         raise TokenizerLoadError(f"{spec}: cannot be read ({e.strerror or e})") from None
-    else:
-        return _load_cached(path, _name_for(path), None)
+    return True
+
+
+def _load_unlabelled(spec: str, tokenizer_dir: str | Path | None) -> tuple[Tokenizer, str]:
+    """The tokenizer ``spec`` names, and what loads the same file again from anywhere (an absolute path, a Hub id)."""
+    if spec in KNOWN_TOKENIZERS:
+        # recorded as its file (pretrain and corpus inspect take no --tokenizer-dir), named as it was asked
+        path = _absolute(_resolve_known(spec, tokenizer_dir))
+        spec_again = str(path) if _name_for(path) == spec else f"{spec}={path}"
+        return _load_cached(path, spec, spec, spec_again), str(path)
+    if _exists(spec):
+        path = _absolute(Path(spec).expanduser())
+        return _load_cached(path, _name_for(path), None, str(path)), str(path)
+    hub = _hub_id(spec)
+    if hub is not None:
+        return _load_hub(spec, *hub), spec
     if os.sep not in spec and "/" not in spec and "." not in Path(spec).name:
         raise TokenizerLoadError(
             f"unknown tokenizer name {spec!r}; known names: {', '.join(KNOWN_TOKENIZERS)} "
-            f"(looked in {', '.join(map(str, _search_dirs(tokenizer_dir)))}); otherwise give a path to a file"
+            f"(looked in {', '.join(map(str, _search_dirs(tokenizer_dir)))}); otherwise give a path to a file, "
+            "a Hugging Face Hub id (org/name) or NAME=SPEC"
         )
     raise TokenizerLoadError(f"{spec}: no such tokenizer file or directory")
+
+
+def _absolute(path: Path) -> Path:
+    # Not resolve(): a Hugging Face cache file is a symlink to a blob named by its hash, and a tokenizer's format
+    # (and vocab.json's merges.txt beside it) is found from the name it is given.
+    return Path(os.path.abspath(path))
+
+
+def _hub_id(spec: str) -> tuple[str, str | None] | None:
+    """``(repo, revision)`` when ``spec`` reads as a Hub repository id, not as a file path (a name ending in a
+    tokenizer file's suffix, or any path with more than one folder, is a path that does not exist)."""
+    match = _HUB_ID.fullmatch(spec)
+    if match is None or "--" in match["repo"] or ".." in match["repo"]:
+        return None
+    if match["repo"].lower().endswith(_FILE_SUFFIXES):
+        return None
+    return match["repo"], match["revision"]
+
+
+def _load_hub(spec: str, repo: str, revision: str | None) -> Tokenizer:
+    """The tokenizer of Hub repository ``repo``: its tokenizer.json, else the first file ``FORMATS`` finds in the
+    repository's snapshot (only the formats' files are fetched), from the Hugging Face cache."""
+    from huggingface_hub import constants, hf_hub_download, snapshot_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    at = f" at revision {revision!r}" if revision else ""
+    offline = bool(constants.HF_HUB_OFFLINE)
+    not_cached = (f"{spec}: no such local path, and the Hugging Face Hub repository {repo}{at} has no tokenizer file "
+                  f"in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+                  + ("and HF_HUB_OFFLINE=1" if offline else "and the Hub could not be reached")
+                  + f": download it once, online, with `hf download {repo} {_HUB_FILE}"
+                  + (f" --revision {revision}" if revision else "")
+                  + "` (tokenizer.model for a sentencepiece-only repository), or give a local path")
+    try:
+        try:
+            found = Path(hf_hub_download(repo, _HUB_FILE, revision=revision))
+        except EntryNotFoundError:  # not in the repository, or (offline) not in the cache: any other format's file
+            found = Path(snapshot_download(repo, revision=revision, allow_patterns=list(_HUB_PATTERNS)))
+            try:
+                tokenizer_file_in(found)
+            except TokenizerLoadError:
+                raise TokenizerLoadError(not_cached if offline else (
+                    f"{spec}: the Hugging Face Hub repository {repo}{at} holds no tokenizer file "
+                    f"(expected {_one_of(f.layout for f in FORMATS)})")) from None
+    except GatedRepoError:
+        raise TokenizerLoadError(f"{spec}: the Hugging Face Hub repository {repo} is gated: accept its terms on its "
+                                 "page and log in (`hf auth login`), or give a local path") from None
+    except RepositoryNotFoundError:
+        raise TokenizerLoadError(f"{spec}: no such local path, and no Hugging Face Hub repository {repo} (or it is "
+                                 "private: log in with `hf auth login`)") from None
+    except RevisionNotFoundError:
+        raise TokenizerLoadError(f"{spec}: the Hugging Face Hub repository {repo} has no revision {revision!r}") from None
+    except (EntryNotFoundError, OfflineModeIsEnabled):
+        raise TokenizerLoadError(not_cached) from None
+    except HFValidationError as e:
+        raise TokenizerLoadError(f"{spec}: no such local path, nor a valid Hugging Face Hub id ({e})") from None
+    except HfHubHTTPError as e:
+        raise TokenizerLoadError(f"{spec}: the Hugging Face Hub refused {repo}{at} ({str(e).splitlines()[0]})") from None
+    return _load_cached(found, spec, None, spec)
 
 
 def check_tokenizer_dir(tokenizer_dir: str | Path | None) -> None:
@@ -106,18 +223,20 @@ def available_known(tokenizer_dir: str | Path | None = None) -> list[str]:
     return found
 
 
-def _load_cached(path: Path, name: str, preset: str | None) -> Tokenizer:
+def _load_cached(path: Path, name: str, preset: str | None, spec: str) -> Tokenizer:
     # Loading a large vocabulary takes seconds; files that have not changed are loaded once per process. For a
     # folder the key holds every file in it: a folder's own mtime does not change when a file in it is rewritten,
     # and a cached tokenizer would then carry the old file's fingerprint.
     files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
     key = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-    return _load_path_cached(str(path.resolve()), name, preset, key)
+    return _load_path_cached(str(_absolute(path)), name, preset, spec, key)
 
 
 @functools.lru_cache(maxsize=16)
-def _load_path_cached(path: str, name: str, preset: str | None, key: tuple) -> Tokenizer:
-    return _load_path(Path(path), name, preset)
+def _load_path_cached(path: str, name: str, preset: str | None, spec: str, key: tuple) -> Tokenizer:
+    tok = _load_path(Path(path), name, preset)
+    tok.spec = spec
+    return tok
 
 
 def _search_dirs(tokenizer_dir: str | Path | None) -> list[Path]:

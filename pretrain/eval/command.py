@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-fewshot", type=cli.non_negative_int, help="few-shot examples (default: each task's own)")
     p.add_argument("--limit", type=cli.non_negative_int, default=0, help="documents per task (0 = all; a smoke run)")
     p.add_argument("--batch-size", type=cli.positive_int, default=8, help="sequences per forward pass (text and tasks)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (loading the model, the harness's requests); none are drawn either when "
+                        "stderr is not a terminal")
     p.add_argument("--out", type=paths.output_file, help="the report file to write (default RUN/eval.json, plot RUN/eval.png; with --out "
                    "only this file is written, no plot; needed without --run)")
 

@@ -25,7 +25,7 @@ def plot_eval(report: dict[str, Any], run_dir: str | Path, out: str | Path) -> N
     run_dir = Path(run_dir)
     steps = trajectory(run_dir)
     val = read_jsonl(run_dir / "val.jsonl")
-    fig = Figure(figsize=(12, 4.5))
+    fig = Figure(figsize=(12, 4.5), layout="constrained")  # constrained: room for the legends beside the axes
     ax1, ax2 = fig.subplots(1, 2)
     ax1.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, label="train loss")
     langs = sorted({lang for r in val for lang in r["languages"]})
@@ -35,7 +35,8 @@ def plot_eval(report: dict[str, Any], run_dir: str | Path, out: str | Path) -> N
     ax1.set_xlabel("step")
     ax1.set_ylabel("loss (nats/token)")
     ax1.set_title("training")
-    ax1.legend()
+    # legends beside their axes, not on them: none covers a curve or a bar
+    ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     langs = list(report["languages"])
     metric = "bits_per_char" if all(report["languages"][k]["model"]["bits_per_char"] for k in langs) else "bits_per_token"
     xs = range(len(langs))
@@ -48,6 +49,5 @@ def plot_eval(report: dict[str, Any], run_dir: str | Path, out: str | Path) -> N
     ax2.set_xticks(list(xs), langs)
     ax2.set_ylabel(metric.replace("_", " "))
     ax2.set_title("validation, per language")
-    ax2.legend()
-    fig.tight_layout()
+    ax2.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     fig.savefig(out, dpi=120)

@@ -107,7 +107,7 @@ def _checkpoint_scorer(path: Path, dev: torch.device) -> Scorer:
     prefix = info.get("bos_id") if info.get("bos_id") is not None else info.get("eos_id")
     if prefix is None:
         raise TextEvalError(f"{path}: the tokenizer has neither BOS nor EOS to score the first token after")
-    return Scorer(str(path), "checkpoint", f"{info['spec']} (sha256 {info['sha256'][:12]})", tok.encode_ids,
+    return Scorer(str(path), "checkpoint", f"{tok.name} (sha256 {info['sha256'][:12]})", tok.encode_ids,
                   lambda ids: model(ids)[0], prefix, model.cfg.block_size, dev)
 
 
@@ -143,7 +143,9 @@ def _hf_scorer(path: Path, dev: torch.device) -> Scorer:
                     if getattr(cfg, k, None)), 2048)
 
     def encode(texts: list[str]) -> list[list[int]]:
-        return tok(texts, add_special_tokens=False).input_ids
+        # A special token's string in the text ("<|endoftext|>") is text, whatever the folder's tokenizer_config
+        # says: the checkpoint's tokenizer reads it so, and every model is scored on the same characters.
+        return tok(texts, add_special_tokens=False, split_special_tokens=True).input_ids
 
     return Scorer(str(path), "hf", str(path), encode, lambda ids: model(input_ids=ids).logits, prefix,
                   context, dev)

@@ -86,6 +86,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="supervisor rollbacks honoured before halting (supervisor.max_rollbacks)")
     p.add_argument("--no-supervisor", action="store_true", help="do not start the supervisor process")
     p.add_argument("--no-eval", action="store_true", help="skip the final evaluation")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar: one line every train.log_interval steps (step, loss, tokens/s, MFU, time "
+                        "left) instead, as when stderr is not a terminal (a Slurm job's log, a redirect)")
     p.add_argument("--preflight-only", action="store_true", help="run the preflight and stop")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (steps, tokens, LR, time, checkpoint and disk size, memory) and stop; "
@@ -277,7 +280,7 @@ def train(cfg: RunConfig, run_dir: Path, args: argparse.Namespace, final_eval: F
                     watcher = supervisor.start(run_dir, generation)
                     if cfg.train.supervisor_lockstep:
                         on_step = supervisor.lockstep(run_dir, watcher)
-                code = trainer.fit(on_step, stop)
+                code = trainer.fit(on_step, stop, progress=not args.no_progress)
             finally:
                 supervisor.stop(watcher)
         if trainer.stopped_by:

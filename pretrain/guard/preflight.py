@@ -38,7 +38,7 @@ from pretrain.train.validation import text_tokens
 GiB = 1024**3
 # Below this many training tokens per vocabulary id the preflight says that a model will learn little beyond
 # token frequencies: on the demo's 600k tokens with 64,000 ids (9 a id) even an oracle bigram is only 0.12 nats
-# below a unigram in Bangla; on 4M tokens (62 a id) `tiny` ends 0.25 below it (docs/pretrain.md).
+# below a unigram in Bangla; on 4M tokens (62 a id) `tiny` ends 0.25 below it (benchmarks/results/2026-12-01-tiny-budget).
 FEW_TOKENS_PER_ID = 32
 
 

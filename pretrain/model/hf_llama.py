@@ -37,20 +37,25 @@ import torch.nn as nn
 from pretrain.model.gpt import GPT, GPTConfig
 
 
-def hf_config(cfg: GPTConfig, *, bos_id: int | None = None, eos_id: int | None = None,
-              attn_implementation: str = "sdpa", vocab_size: int = 0):
-    """The ``LlamaConfig`` of the same shape as ``cfg``, with ``vocab_size`` rows (0: the real vocabulary)."""
+def hf_config(cfg: GPTConfig, *, bos_id: int | None = None, eos_id: int | None = None, pad_id: int | None = None,
+              use_cache: bool = False, attn_implementation: str = "sdpa", vocab_size: int = 0):
+    """The ``LlamaConfig`` of the same shape as ``cfg``, with ``vocab_size`` rows (0: the real vocabulary).
+    ``use_cache``: off for the comparisons here (training forwards), on for an export (generation)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(
+    hf = LlamaConfig(
         vocab_size=vocab_size or cfg.real_vocab_size, hidden_size=cfg.n_embd, intermediate_size=cfg.ffn_hidden,
         num_hidden_layers=cfg.n_layer, num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_head,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
         tie_word_embeddings=cfg.tie_embeddings, attention_bias=False, mlp_bias=False, hidden_act="silu",
-        initializer_range=cfg.init_std, bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=None,
-        use_cache=False, attn_implementation=attn_implementation,
+        initializer_range=cfg.init_std, bos_token_id=bos_id, eos_token_id=eos_id, pad_token_id=pad_id,
+        use_cache=use_cache, attn_implementation=attn_implementation,
     )
+    # transformers 4 reads the RoPE base from the top-level `rope_theta` only (and silently takes 10000 without
+    # it); 5 from `rope_parameters`. config.json carries both, so the export computes the same on either.
+    hf.rope_theta = cfg.rope_theta
+    return hf
 
 
 def gpt_config(hf) -> GPTConfig:
@@ -113,16 +118,16 @@ def from_hf_state_dict(state: dict[str, torch.Tensor], cfg: GPTConfig) -> dict[s
     return out
 
 
-def to_hf(model: GPT, *, attn_implementation: str = "sdpa", bos_id: int | None = None,
-          eos_id: int | None = None, vocab_size: int = 0) -> nn.Module:
+def to_hf(model: GPT, *, attn_implementation: str = "sdpa", bos_id: int | None = None, eos_id: int | None = None,
+          pad_id: int | None = None, use_cache: bool = False, vocab_size: int = 0) -> nn.Module:
     """A ``LlamaForCausalLM`` holding a copy of ``model``'s weights (same device and dtype). By default it
     has the real vocabulary (the same function as ours); ``vocab_size=model.cfg.vocab_size`` keeps the
     padded rows (the same matmul shapes, for a speed comparison)."""
     from transformers import LlamaForCausalLM
 
     param = next(model.parameters())
-    cfg = hf_config(model.cfg, bos_id=bos_id, eos_id=eos_id, attn_implementation=attn_implementation,
-                    vocab_size=vocab_size)
+    cfg = hf_config(model.cfg, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, use_cache=use_cache,
+                    attn_implementation=attn_implementation, vocab_size=vocab_size)
     with torch.device(param.device):
         hf = LlamaForCausalLM(cfg).to(param.dtype)
     state = to_hf_state_dict(model.state_dict(), model.cfg, vocab_size)

@@ -2,15 +2,19 @@
 
     pretrain export --checkpoint RUN/checkpoints/step_00001000.pt --out DIR [--tokenizer SPEC] [--dtype bf16]
 
-The folder holds ``config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM`` (the weights converted by
-:mod:`pretrain.model.hf_llama`, exact), the tokenizer (``tokenizer.json`` + ``tokenizer_config.json``) and
-``export.json`` (where it came from) and ``README.md``, the model card (:mod:`pretrain.release.model_card`). Users then evaluate with their usual tools::
+The folder holds ``config.json``, ``generation_config.json`` and ``model.safetensors`` of a ``LlamaForCausalLM``
+(the weights converted by :mod:`pretrain.model.hf_llama`, exact), the tokenizer (``tokenizer.json`` +
+``tokenizer_config.json``), ``export.json`` (where it came from) and ``README.md``, the model card
+(:mod:`pretrain.release.model_card`). transformers 4.57 and later and 5 load it the same way
+(tests/pretrain/test_export_compat.py loads it with the oldest and the newest). Users then evaluate with their
+usual tools::
 
     model = AutoModelForCausalLM.from_pretrained(DIR); tok = AutoTokenizer.from_pretrained(DIR)
 
 The tokenizer is the one named in the checkpoint (or ``--tokenizer``), checked against the sha256 the model
 was trained with. Its post-processor prepends BOS, because every training document started with BOS:
-``tok(text)`` gives the ids the model saw in training. Tokenizers in ``tokenizers`` format (HF
+``tok(text)`` gives the ids the model saw in training. BOS is the end-of-sequence token too, so ``generate()``
+stops where the model ends a document (`pretrain.release.tokenizer.TokenRoles` says why). Tokenizers in ``tokenizers`` format (HF
 ``tokenizer.json``, GPT-2 ``vocab.json`` + ``merges.txt``) are exported; sentencepiece and tiktoken
 files are refused with a clear error (convert them to a ``tokenizer.json`` first).
 
@@ -30,17 +34,13 @@ from typing import Any
 import torch
 
 from common import paths
-from common.errors import InputError
 from common.fileio import atomic_write_text, file_sha256, umask, write_json
 from common.outdir import output_dir, publish_dir, staging_dir
 from pretrain.model.gpt import GPT, GPTConfig, parameter_counts
 from pretrain.model.hf_llama import to_hf
+from pretrain.release.tokenizer import ExportError, export_tokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class ExportError(InputError):
-    """A checkpoint or tokenizer that cannot be exported; the message names the file and the reason."""
 
 
 def model_from_checkpoint(state: dict[str, Any], path: Path) -> GPT:
@@ -53,36 +53,6 @@ def model_from_checkpoint(state: dict[str, Any], path: Path) -> GPT:
     model = GPT(cfg)
     model.load_state_dict(weights)
     return model
-
-
-def hf_tokenizer(spec: str, expected_sha256: str, bos_id: int | None, eos_id: int | None):
-    """A ``PreTrainedTokenizerFast`` for the tokenizer ``spec`` that prepends BOS like training did."""
-    from tokenizers import Tokenizer, processors
-    from transformers import PreTrainedTokenizerFast
-
-    from corpus.shards.format import TokenizerInfo, TokenizerMismatch
-    from fertility.tokenizers import HFTokenizer
-
-    try:
-        tok = TokenizerInfo(spec=spec, sha256=expected_sha256, vocab_size=0, bos_id=bos_id).load()
-    except TokenizerMismatch as e:
-        raise ExportError(f"{e}; pass --tokenizer with the tokenizer the model was trained with") from None
-    if not isinstance(tok, HFTokenizer):
-        raise ExportError(f"tokenizer {spec!r} is a {tok.kind} tokenizer; export supports tokenizers in "
-                          "`tokenizers` format (tokenizer.json, vocab.json + merges.txt): convert it first")
-    # A copy of the adapter's `tokenizers.Tokenizer`, with special-token strings special again (the analyzer
-    # treats them as text, a model's users expect the opposite).
-    backend = Tokenizer.from_str(tok.to_json())
-    backend.encode_special_tokens = False
-    names = {}
-    for role, i in (("bos_token", bos_id), ("eos_token", eos_id)):
-        if i is not None:
-            names[role] = tok.id_to_token(i)
-    if "bos_token" in names:
-        bos = names["bos_token"]
-        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
-                                                               special_tokens=[(bos, bos_id)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **names)
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str | None = None,
@@ -100,6 +70,9 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, tokenizer: str
 
 def _export(checkpoint: Path, out: Path, *, tokenizer: str | None, dtype: str, eval_json: str | Path | None,
             data: str | None) -> Path:
+    from transformers import GenerationConfig
+
+    from pretrain.config import RunConfig
     from pretrain.release import model_card
     from pretrain.train.checkpoint import load_checkpoint
 
@@ -116,18 +89,23 @@ def _export(checkpoint: Path, out: Path, *, tokenizer: str | None, dtype: str, e
     spec = tokenizer or info.get("spec")
     if not spec:
         raise ExportError(f"{checkpoint}: names no tokenizer; pass --tokenizer")
-    tok = hf_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"), info.get("eos_id"))
-    hf = to_hf(model, bos_id=info.get("bos_id"), eos_id=info.get("eos_id")).to(DTYPES[dtype])
+    tok = export_tokenizer(spec, info.get("sha256", ""), info.get("bos_id"))
+    roles = tok.roles
+    hf = to_hf(model, bos_id=roles.bos_id, eos_id=roles.bos_id, pad_id=roles.pad_id,  # see TokenRoles
+               use_cache=True).to(DTYPES[dtype])
+    hf.generation_config = GenerationConfig(bos_token_id=roles.bos_id, eos_token_id=roles.bos_id,
+                                            pad_token_id=roles.pad_id)
     sha256 = file_sha256(checkpoint)
     card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
-                                               tokenizer_spec=spec, dtype=dtype,
+                                               tokenizer_spec=spec, dtype=dtype, roles=roles,
                                                eval_json=Path(eval_json) if eval_json else None, data=data))
 
     with staging_dir(out) as staging:
         hf.save_pretrained(staging)
-        tok.save_pretrained(staging)
+        tok.save(staging, RunConfig.from_dict(state["config"]).seq_len)
         provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
-                      "step": state.get("step"), "tokenizer": {**info, "spec": spec}, "dtype": dtype,
+                      "step": state.get("step"), "tokenizer": {**info, "spec": spec},
+                      "special_tokens": {"bos": roles.bos, "eos": roles.bos, "pad": roles.pad}, "dtype": dtype,
                       "parameters": asdict(parameter_counts(model.cfg)),
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,
                       "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
@@ -149,6 +127,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=list(DTYPES), default="fp32", help="dtype of the saved weights")
     p.add_argument("--eval", metavar="PATH", type=paths.input_file, help="eval.json for the model card (default: RUN/eval.json of the checkpoint's run)")
     p.add_argument("--data", metavar="DIR", type=paths.input_folder, help="shard directory whose manifest the card reads (default: the run's)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (none are drawn either when stderr is not a terminal)")
 
 
 def run(args: argparse.Namespace) -> int:

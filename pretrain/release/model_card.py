@@ -21,6 +21,7 @@ from common.fileio import read_json
 from corpus.shards.format import Manifest, ShardError
 from pretrain.config import OPTIMIZERS, SCHEDULES, RunConfig, effective_warmup
 from pretrain.model.gpt import parameter_counts
+from pretrain.release.tokenizer import TokenRoles
 
 
 @dataclass
@@ -34,6 +35,7 @@ class CardInputs:
     checkpoint_sha256: str
     tokenizer: dict[str, Any]  # the checkpoint's record: spec, sha256, vocab_size, bos_id, eos_id
     dtype: str
+    roles: TokenRoles | None = None  # the export's special tokens; a card rendered without them leaves them out
     manifest: Manifest | None = None
     fertility: dict[str, dict[str, Any]] = field(default_factory=dict)  # LANG -> chars/bytes per token, source
     fertility_source: str = ""
@@ -92,14 +94,16 @@ def check_card_inputs(eval_json: Path | None, data: str | None) -> None:
 
 
 def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha256: str, tokenizer_spec: str,
-           dtype: str, eval_json: Path | None = None, data: str | None = None) -> CardInputs:
+           dtype: str, roles: TokenRoles | None = None, eval_json: Path | None = None,
+           data: str | None = None) -> CardInputs:
     """Collect the card's numbers for a loaded checkpoint ``state``. ``eval_json`` and ``data``, when given, were
     checked by ``pretrain export`` (`check_card_inputs`); the run's own, when absent or unreadable, are said
     to be missing in the card."""
     cfg = RunConfig.from_dict(state["config"])
     inputs = CardInputs(name=name, config=cfg, step=state["step"], tokens_seen=state["tokens_seen"],
                         checkpoint_sha256=checkpoint_sha256,
-                        tokenizer={**(state.get("tokenizer") or {}), "spec": tokenizer_spec}, dtype=dtype)
+                        tokenizer={**(state.get("tokenizer") or {}), "spec": tokenizer_spec}, dtype=dtype,
+                        roles=roles)
     shards = data or cfg.data.path
     try:
         inputs.manifest = Manifest.load(shards)
@@ -195,6 +199,18 @@ def _tokenizer_section(inputs: CardInputs) -> list[str]:
     lines = ["## Tokenizer", "",
              f"`{t['spec']}`, {t.get('vocab_size', 0):,} ids, sha256 `{t.get('sha256', '')}`; BOS id "
              f"{t.get('bos_id')} is prepended to every document (the exported tokenizer does it too).", ""]
+    r = inputs.roles
+    if r is not None:
+        # Why BOS ends a sequence: pretrain.release.tokenizer.TokenRoles.
+        pad = (f"`{r.pad}` (id {r.pad_id}), the tokenizer's pad token" if r.pad_is_own else
+               f"`{r.bos}` (id {r.pad_id}): the tokenizer has no pad token, and padded positions are masked out")
+        lines += [f"Generation stops at `{r.bos}` too: it is the end-of-sequence token (`eos_token_id` {r.bos_id} in "
+                  "config.json and generation_config.json). The training documents were packed back to back, each "
+                  "starting with it and none ending with another token, so the model learned to predict it after "
+                  "a document's end, the way GPT-2's one `<|endoftext|>` separates documents. Batches are padded "
+                  f"on the left (for `generate()`) with {pad}; the tokenizer's `model_max_length` is "
+                  f"{inputs.config.seq_len} tokens, the training sequence length. A special token's string in "
+                  f"the text (`{r.bos}`) is read as text, as in training (`split_special_tokens`).", ""]
     if inputs.fertility:
         lines += [f"Characters and bytes per token, measured with {inputs.fertility_source}:", "",
                   "| language | chars/token | bytes/token | characters measured |", "|---|---:|---:|---:|"]
@@ -296,7 +312,10 @@ def render(inputs: CardInputs) -> str:
     lines += _training_section(inputs) + _eval_section(inputs)
     lines += ["## Use", "", "```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
               f'model = AutoModelForCausalLM.from_pretrained("{inputs.name}")  # this folder',
-              f'tok = AutoTokenizer.from_pretrained("{inputs.name}")  # prepends BOS, as in training', "```", "",
+              f'tok = AutoTokenizer.from_pretrained("{inputs.name}")  # prepends BOS, as in training',
+              'batch = tok(["first prompt", "a second, longer prompt"], padding=True, return_tensors="pt")',
+              "out = model.generate(**batch, max_new_tokens=100)  # stops early where a document would end",
+              "```", "",
               "## Provenance", "",
               f"Exported from checkpoint sha256 `{inputs.checkpoint_sha256}` (step {inputs.step}); `export.json` "
               "beside this file records the rest.", ""]

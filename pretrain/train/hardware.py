@@ -37,6 +37,6 @@ def cpu_threads(processes: int = 1) -> int:
     run on this machine, less one for the supervisor, the data reads and everything else; at least 1.
     torch's own default takes every core, and on a 2-core machine with anything else running its threads
     wait on each other: there `tiny` ran at 0.25x to 0.46x the tokens/s of one thread, even at a load average
-    of 0.2 (benchmarks/bench_threads.py; docs/pretrain.md)."""
+    of 0.2 (benchmarks/bench_threads.py; benchmarks/results/2026-12-01-cpu-threads)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(cores // processes - 1, 1)

@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,24 @@ HALT_EXIT_CODE = 3
 
 def _finite_or_none(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def _clock(seconds: float) -> str:
+    """``seconds`` as H:MM:SS."""
+    s = round(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class _Pace:
+    """What a progress line measures besides the step's own record: the steps and their compute seconds since
+    the previous line (its tokens/s and MFU), and the steps and wall time since :meth:`Trainer.fit` began (the
+    time left, validation and checkpoints included)."""
+
+    started: float
+    done: int = 0
+    steps: int = 0
+    seconds: float = 0.0
 
 
 def _check_optimizer(cfg: RunConfig, state: dict[str, Any], path: Path) -> None:
@@ -152,6 +170,7 @@ class Trainer:
         self.finite_since_save = True
         self.val_loss: float | None = None
         self.stopped_by: int | None = None  # the signal that ended fit() early, after its checkpoint
+        self.step_seconds = 0.0  # the compute time of the last step
         self.flops_per_token = self.model.flops_per_token(cfg.seq_len)
         self.peak = peak_flops(runtime.device)
         if state:
@@ -366,7 +385,7 @@ class Trainer:
         self.tokens_seen += self.cfg.train.global_batch_tokens
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
             self.finite_since_save = False
-        dt = time.perf_counter() - t0
+        dt = self.step_seconds = time.perf_counter() - t0
         if self.faults:
             self.faults.step_done(step, dt)
         tps = self.cfg.train.global_batch_tokens / dt
@@ -401,22 +420,52 @@ class Trainer:
                 self.save()
             raise
 
-    def _record(self, record: dict[str, Any], bar) -> None:
+    def _record(self, record: dict[str, Any], bar: tqdm, pace: _Pace) -> None:
+        """Log the step: metrics.jsonl and the heartbeat always; the bar (or, without one, a plain line) and
+        TensorBoard at the first step of the fit, every ``train.log_interval`` steps and the last step."""
         rundir.append(self.run_dir, rundir.METRICS, record)
         rundir.write_heartbeat(self.run_dir, self.gen, self.step, os.getpid())
         bar.update(1)
-        if self.step % self.cfg.train.log_interval == 0:
-            bar.set_postfix(loss=record["loss"], lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+        pace.done, pace.steps, pace.seconds = pace.done + 1, pace.steps + 1, pace.seconds + self.step_seconds
+        tc = self.cfg.train
+        if pace.done == 1 or self.step % tc.log_interval == 0 or self.step == tc.max_steps:
+            if bar.disable:
+                self._log(self._progress_line(record, pace))
+            else:
+                bar.set_postfix(loss=record["loss"], lr=f"{record['lr']:.2e}",
+                                tok_s=f"{record['tokens_per_s']:.0f}")
+            pace.steps, pace.seconds = 0, 0.0
             tb = self._tensorboard()
             if tb:
                 for key in ("loss", "lr", "grad_norm", "tokens_per_s", "mfu"):
                     if record[key] is not None:
                         tb.add_scalar(f"train/{key}", record[key], self.step)
 
-    def fit(self, on_step=None, stop: StopRequest | None = None) -> int:
+    def _progress_line(self, record: dict[str, Any], pace: _Pace) -> str:
+        """``step 10/900: loss 3.2100, lr 1.99e-03, 5,120 tokens/s, MFU 31.2%, 0:04:12 left`` (tokens/s and MFU
+        over the steps since the previous line; no MFU where the device's peak is unknown, as on CPU)."""
+        tc = self.cfg.train
+        loss = "non-finite" if record["loss"] is None else f"{record['loss']:.4f}"
+        tokens_per_s = pace.steps * tc.global_batch_tokens / pace.seconds
+        line = f"step {self.step}/{tc.max_steps}: loss {loss}, lr {record['lr']:.2e}, {tokens_per_s:,.0f} tokens/s"
+        utilisation = mfu(self.flops_per_token, tokens_per_s, self.peak, self.runtime.world_size)
+        if utilisation is not None:
+            line += f", MFU {utilisation:.1%}"
+        elapsed = time.monotonic() - pace.started
+        left = elapsed / pace.done * max(tc.max_steps - self.step, 0)
+        if tc.time_budget_s:
+            left = min(left, max(tc.time_budget_s - elapsed, 0.0))
+        return f"{line}, {_clock(left)} left"
+
+    def fit(self, on_step=None, stop: StopRequest | None = None, *, progress: bool = True) -> int:
         """Train to ``train.max_steps`` (or the time budget); return 0, or 3 when the supervisor halted.
 
         ``on_step(record)`` runs after each step is logged (a supervisor in lockstep waits there).
+
+        ``progress``: a progress bar, drawn only where stderr is a terminal. A bar redraws its line with carriage
+        returns, and a log file (a Slurm job's, a redirect) would keep every redraw: there, and with ``progress``
+        False, rank 0 writes one plain line (:meth:`_progress_line`) at the first step, every
+        ``train.log_interval`` steps and the last step instead.
 
         ``stop`` is the flag of a `common.signals.deferred_signals` block around the call (``pretrain launch``
         has one): once a SIGINT/SIGTERM set it, the run stops at the next step boundary with a checkpoint of
@@ -425,8 +474,9 @@ class Trainer:
         tc = self.cfg.train
         self.begin()
         start = time.monotonic()
+        pace = _Pace(started=start)
         bar = tqdm(total=tc.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
-                   disable=not self.runtime.is_main, file=sys.stderr)
+                   disable=not (progress and self.runtime.is_main and sys.stderr.isatty()), file=sys.stderr)
         try:
             while True:
                 code = self._handle_request()  # at every step boundary, the last one included
@@ -445,7 +495,7 @@ class Trainer:
                     break
                 record = self.run_step()
                 if self.runtime.is_main:
-                    self._record(record, bar)
+                    self._record(record, bar, pace)
                 if on_step:
                     on_step(record)
                 at_checkpoint = self.step % tc.checkpoint_interval == 0

@@ -11,5 +11,6 @@ corpus build --tokenizer "$TOKENIZER" "${COMPARE[@]}" \
   --source en=$SAMPLE/en/wiki-en-chinapedia.txt.gz \
   --mix bn=0.7,en=0.3 --tokens 6e5 --max-epochs 4 --val-tokens 20000 --shard-tokens 200000 \
   --max-chars 400000 --out "$OUT/corpus" --overwrite --no-progress
-corpus inspect "$OUT/corpus" --recount --no-progress
+# The build printed the shards' summary; inspect verifies them and recounts each language from the decoded text.
+corpus inspect "$OUT/corpus" --recount --no-summary --no-progress
 echo "Corpus report: $OUT/corpus/report.md (plot: $OUT/corpus/shares.png)"

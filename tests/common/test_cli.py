@@ -150,3 +150,16 @@ def test_deferred_signals_wait_for_the_safe_point():
             os.kill(os.getpid(), signal.SIGINT)  # a second signal means now
         assert e.value.exit_code == 130
     assert {sig: signal.getsignal(sig) for sig in before} == before  # the handlers are put back
+
+
+@pytest.mark.parametrize("module", ["fertility.cli", "tokenizers_train.cli", "corpus.cli", "pretrain.cli"])
+def test_every_command_says_its_version(module, capsys):
+    import importlib
+    from importlib.metadata import version
+
+    mod = importlib.import_module(module)
+    with pytest.raises(SystemExit) as stop:  # argparse's way, as for --help
+        mod.main(["--version"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"{mod.PROG} {version('bangla-tokfair')} (bangla-tokfair)"

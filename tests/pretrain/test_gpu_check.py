@@ -165,7 +165,7 @@ def test_dress_rehearsal_writes_every_file_and_the_table(tmp_path):
     # glibc's freed blocks given back at once (gpu_check.CPU_MALLOC): with the default allocator RSS also holds
     # freed memory, how much depending on how threads interleave, and under load the two drifted 25% apart.
     # Measured so, the estimate beyond the tensors was 349.8 MiB idle and 349.1 MiB beside two busy loops,
-    # the peak 6.6% and 4.8% above the estimate (docs/run_trust.md).
+    # the peak 6.6% and 4.8% above the estimate (benchmarks/results/2026-12-01-memory-estimate).
     memory = smoke["launch_memory"]
     assert abs(memory["estimate"]["total_bytes"] - memory["peak_rss_bytes"]) <= 0.2 * memory["peak_rss_bytes"], memory
     assert smoke["eval_mean"]["model_loss"] < smoke["eval_mean"]["random_init_loss"]

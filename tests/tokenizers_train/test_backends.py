@@ -138,8 +138,8 @@ SHARED_LINES_PER_FILE = 1000
 @pytest.mark.slow
 @pytest.mark.shared
 def test_every_backend_round_trips_the_shared_bangla_and_english(trained, shared_dir):
-    """The first SHARED_LINES_PER_FILE lines of every shared bn/en file (docs/tokenizers_train.md: the full files
-    were checked once with the 64k tokenizers)."""
+    """The first SHARED_LINES_PER_FILE lines of every shared bn/en file (the full files were checked once with
+    the 64k tokenizers: benchmarks/results/2026-11-30-tokenizers-train-64k-bn-en)."""
     lines = []
     for path in sorted((shared_dir / "data").glob("[be][nn]/*.txt.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from common.outdir import MARKER
+from fertility.tokenizers import load_tokenizer
 from tokenizers_train.cli import main
 
 
@@ -35,15 +36,17 @@ def test_train_with_naive_writes_tokenizer_reports_and_flags_the_trap(small_text
     sample = report["data"]["sample_chars"]
     assert sample["bn"] / sample["en"] == pytest.approx(chosen["shares"]["bn"] / chosen["shares"]["en"], rel=1e-4)
     comparison = report["comparison"]
-    assert set(comparison) == {"script-aware-hf-bpe", "naive-gpt2-bpe", "gpt2"}
-    ours, naive = comparison["script-aware-hf-bpe"], comparison["naive-gpt2-bpe"]
+    # the tokenizer is named after OUT, as loading OUT/tokenizer.json names it in every later report
+    assert report["tokenizer"]["name"] == "tok" and set(comparison) == {"tok", "naive-gpt2-bpe", "gpt2"}
+    ours, naive = comparison["tok"], comparison["naive-gpt2-bpe"]
     assert ours["chars_per_token"]["bn"] > 1.2 * naive["chars_per_token"]["bn"]
     assert naive["chars_per_token"]["bn"] <= 1.5
     # the naive pre-tokenizer caps Bangla whatever the vocabulary; ours does not
     assert any(t["script"] == "Bengali" and t["rule"] == "low_pretoken_ceiling" for t in naive["traps"])
     assert not any(t["rule"] == "low_pretoken_ceiling" for t in ours["traps"])
     fert = json.loads((out / "fertility" / "report.json").read_text())
-    assert [t["name"] for t in fert["tokenizers"]] == ["script-aware-hf-bpe", "naive-gpt2-bpe", "gpt2"]
+    assert [t["name"] for t in fert["tokenizers"]] == ["tok", "naive-gpt2-bpe", "gpt2"]
+    assert load_tokenizer(str(out / "tokenizer.json")).name == load_tokenizer(str(out)).name == "tok"
     assert "naive-gpt2-bpe" in capsys.readouterr().out
     # an existing OUT is never replaced without --overwrite
     assert main(_args(small_texts, out, "--vocab-size", "1024")) == 2
@@ -83,6 +86,7 @@ def test_a_scarce_language_is_capped_and_the_report_says_so(small_texts, tmp_pat
     assert report["data"]["sample_chars"]["lo"] == lo["sample_chars"]
     out = capsys.readouterr()
     assert f"note: {lo['note']}" in out.out and f"{lo['text_chars']:,}" in out.out
+    assert (out.out + out.err).count(lo["note"]) == 1  # said once with --no-progress (the summary)
     base[base.index(str(tmp_path / "a"))] = str(tmp_path / "b")
     assert main([*base, "--max-repeats", "10"]) == 0
     lo = json.loads((tmp_path / "b" / "training_report.json").read_text())["data"]["languages"]["lo"]

@@ -3,6 +3,7 @@ for the same global batch."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.fileio import read_jsonl
+from pretrain.config import TrainConfig
 from pretrain.eval.plots import trajectory
 from pretrain.train.checkpoint import latest_checkpoint, load_checkpoint
 
@@ -36,6 +38,11 @@ def test_two_gloo_processes_match_one_process(micro, synthetic_shards, one_proce
     a, b = trajectory(one), trajectory(two)
     assert [r["step"] for r in b] == list(range(1, STEPS + 1))
     assert len(read_jsonl(two / "metrics.jsonl")) == STEPS  # only rank 0 writes
+    # Captured stderr is not a terminal: no bar but plain lines, rank 0's only (the first, every log_interval-th and
+    # the last step's).
+    interval = TrainConfig().log_interval
+    assert len(re.findall(r"^\[pretrain\] step \d+/", proc.stderr, re.MULTILINE)) == len(
+        {1, STEPS, *range(interval, STEPS + 1, interval)}), proc.stderr[-3000:]
     assert [r["loss"] for r in b] == pytest.approx([r["loss"] for r in a], rel=1e-5)
     assert [r["grad_norm"] for r in b] == pytest.approx([r["grad_norm"] for r in a], rel=1e-4)
     assert b[-1]["loss"] < 0.95 * b[0]["loss"]  # it trained, and both runs agree on how
