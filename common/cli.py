@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import math
 import os
 import re
@@ -26,7 +27,8 @@ import select
 import stat
 import sys
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 
 from common import paths
 from common.errors import InputError, machine_failure
@@ -293,11 +295,39 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
         raise
 
 
+def bars_wanted(args: argparse.Namespace) -> bool:
+    """Whether a command draws progress bars: on a terminal, unless ``--no-progress``. A bar redraws its line with
+    carriage returns, and a log file (a Slurm job's, a redirect) keeps every redraw."""
+    return sys.stderr.isatty() and not getattr(args, "no_progress", False)
+
+
+@contextmanager
+def bars_off() -> Iterator[None]:
+    """Every tqdm bar made inside is disabled. The libraries a command runs draw theirs with no option to stop them
+    (lm-evaluation-harness passes ``disable=False`` itself), so the switch is tqdm's own constructor, put back on
+    the way out."""
+    from tqdm import std
+
+    saved = std.tqdm.__dict__["__init__"]  # as defined (tqdm wraps it in a descriptor), to put back as it was
+    init = std.tqdm.__init__
+
+    @functools.wraps(init)
+    def disabled(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, "disable": True})
+
+    std.tqdm.__init__ = disabled
+    try:
+        yield
+    finally:
+        std.tqdm.__init__ = saved
+
+
 def run_command(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
                 run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run: the contract's exit codes and one-line messages for every command.
 
-    0/``run``'s own code; 2 bad input (one line naming the file, option or field); 74 the machine failed
+    Progress bars are drawn only when :func:`bars_wanted` (on a terminal, without ``--no-progress``); a command's
+plain progress lines are its own. 0/``run``'s own code; 2 bad input (one line naming the file, option or field); 74 the machine failed
     (a full disk or quota, too many open files, an I/O error: one line naming what and where, found
     through the chain of a library's wrapping exceptions too); 141 and nothing said when the reader of
     stdout went away (``| head -1``); 130/143/129 SIGINT/SIGTERM/SIGHUP (one line; finished work is kept by
@@ -309,7 +339,8 @@ def run_command(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
         parser = build_parser()
         args = _parse(parser, argv)
         paths.check_args(parser, args)  # every output file and work folder against the inputs, before any work
-        code = run(args)
+        with nullcontext() if bars_wanted(args) else bars_off():
+            code = run(args)
         _flush_stdout()
         return code
     except InputError as e:

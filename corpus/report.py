@@ -126,8 +126,8 @@ def plot_shares(data: dict, path: Path) -> None:
                     ax.text(x, b + v / 2, f"{v:.0%}", ha="center", va="center", fontsize=8)
             bottom += values
         ax.set_title(title)
-        # "tokens (name)" on two lines: one tokenizer's label does not run into the next
-        ax.set_xticks(range(len(units)), [u.replace(" (", "\n(") for u in units])
+        # "tokens:name" on two lines: one tokenizer's label does not run into the next
+        ax.set_xticks(range(len(units)), [u.replace(" (", "\n(").replace("tokens:", "tokens:\n") for u in units])
     axes[0].set_ylabel("share")
     # the stacked bars fill each axes to 1.0: a legend inside would cover them
     fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right center", fontsize=8)

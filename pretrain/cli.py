@@ -26,9 +26,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from common import cli
 from pretrain.eval import command as eval_command
@@ -58,34 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextmanager
-def bars_off() -> Iterator[None]:
-    """Every tqdm bar made inside is disabled. A bar redraws its line with carriage returns, and a log file keeps
-    every redraw; the libraries a command runs draw theirs with no option to stop them (lm-evaluation-harness
-    passes ``disable=False`` itself), so the switch is tqdm's own constructor, put back on the way out."""
-    from tqdm import std
-
-    init = std.tqdm.__init__
-
-    @functools.wraps(init)
-    def disabled(self, *args, **kwargs):
-        init(self, *args, **{**kwargs, "disable": True})
-
-    std.tqdm.__init__ = disabled
-    try:
-        yield
-    finally:
-        std.tqdm.__init__ = init
-
-
 def run(args: argparse.Namespace) -> int:
     # launch's final evaluation is handed in here: pretrain.guard sits below pretrain.eval.
     commands = {"launch": functools.partial(launch.run, final_eval=final_eval)}
-    command = commands.get(args.command, COMMANDS[args.command][0].run)
-    if sys.stderr.isatty() and not getattr(args, "no_progress", False):
-        return command(args)
-    with bars_off():
-        return command(args)
+    return commands.get(args.command, COMMANDS[args.command][0].run)(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -140,7 +140,7 @@ def config_from(args: argparse.Namespace) -> TrainingRun:
         train=TrainConfig(backend=args.backend, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                           max_token_length=args.max_token_length,
                           phrase_fraction=args.phrase_fraction if backend_named(args.backend).phrase_merges else 0.0,
-                          show_progress=not args.no_progress),
+                          show_progress=clihelp.bars_wanted(args)),
         shares=(clihelp.parse_lang_numbers(args.shares, option="--shares", number="WEIGHT", strict=True)
                 if args.shares else None), temperature=args.temperature,
         sample_chars=args.sample_chars, max_chars_per_source=args.max_chars_per_source, holdout=args.holdout,

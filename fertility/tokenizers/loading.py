@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import os
 import re
 from pathlib import Path
@@ -169,6 +170,10 @@ def _load_hub(spec: str, repo: str, revision: str | None) -> Tokenizer:
                   + f": download it once, online, with `hf download {repo} {_HUB_FILE}"
                   + (f" --revision {revision}" if revision else "")
                   + "` (tokenizer.model for a sentencepiece-only repository), or give a local path")
+    # The hub logs each retry of an unreachable server as a warning of its own; the one line below says it all.
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
     try:
         try:
             found = Path(hf_hub_download(repo, _HUB_FILE, revision=revision))
@@ -194,6 +199,8 @@ def _load_hub(spec: str, repo: str, revision: str | None) -> Tokenizer:
         raise TokenizerLoadError(f"{spec}: no such local path, nor a valid Hugging Face Hub id ({e})") from None
     except HfHubHTTPError as e:
         raise TokenizerLoadError(f"{spec}: the Hugging Face Hub refused {repo}{at} ({str(e).splitlines()[0]})") from None
+    finally:
+        hub_log.setLevel(level)
     return _load_cached(found, spec, None, spec)
 
 

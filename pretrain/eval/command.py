@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
         report = evaluate_run(args.run, checkpoint=args.checkpoint, data=args.data, max_tokens=args.max_tokens,
                               samples=args.samples, device=args.device, micro_batch=args.micro_batch, out=out)
         print(format_eval(report))
-        print(f"wrote {out}" if out else f"wrote {Path(args.run) / 'eval.json'} and eval.png")
-    if plan is not None:
+    if plan is not None:  # the scores join the run's report in the same file
         report = score_model(plan, report)
         print(format_scores(report))
-        print(f"wrote {plan.out}")
+    written = plan.out if plan is not None else out or Path(args.run) / "eval.json"
+    print(f"wrote {written}" + (" and eval.png" if args.run and not out else ""))
     return 0

@@ -97,14 +97,14 @@ def _export(checkpoint: Path, out: Path, *, tokenizer: str | None, dtype: str, e
                                             pad_token_id=roles.pad_id)
     sha256 = file_sha256(checkpoint)
     card = model_card.render(model_card.gather(state, name=out.name, checkpoint=checkpoint, checkpoint_sha256=sha256,
-                                               tokenizer_spec=spec, dtype=dtype, roles=roles,
+                                               tokenizer_spec=spec, tokenizer_name=tok.name, dtype=dtype, roles=roles,
                                                eval_json=Path(eval_json) if eval_json else None, data=data))
 
     with staging_dir(out) as staging:
         hf.save_pretrained(staging)
         tok.save(staging, RunConfig.from_dict(state["config"]).seq_len)
         provenance = {"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256,
-                      "step": state.get("step"), "tokenizer": {**info, "spec": spec},
+                      "step": state.get("step"), "tokenizer": {**info, "spec": spec, "name": tok.name},
                       "special_tokens": {"bos": roles.bos, "eos": roles.bos, "pad": roles.pad}, "dtype": dtype,
                       "parameters": asdict(parameter_counts(model.cfg)),
                       "architecture": "LlamaForCausalLM", "torch": torch.__version__,

@@ -94,7 +94,7 @@ def check_card_inputs(eval_json: Path | None, data: str | None) -> None:
 
 
 def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha256: str, tokenizer_spec: str,
-           dtype: str, roles: TokenRoles | None = None, eval_json: Path | None = None,
+           dtype: str, tokenizer_name: str = "", roles: TokenRoles | None = None, eval_json: Path | None = None,
            data: str | None = None) -> CardInputs:
     """Collect the card's numbers for a loaded checkpoint ``state``. ``eval_json`` and ``data``, when given, were
     checked by ``pretrain export`` (`check_card_inputs`); the run's own, when absent or unreadable, are said
@@ -102,7 +102,8 @@ def gather(state: dict[str, Any], *, name: str, checkpoint: Path, checkpoint_sha
     cfg = RunConfig.from_dict(state["config"])
     inputs = CardInputs(name=name, config=cfg, step=state["step"], tokens_seen=state["tokens_seen"],
                         checkpoint_sha256=checkpoint_sha256,
-                        tokenizer={**(state.get("tokenizer") or {}), "spec": tokenizer_spec}, dtype=dtype,
+                        tokenizer={**(state.get("tokenizer") or {}), "spec": tokenizer_spec,
+                                   "name": tokenizer_name or tokenizer_spec}, dtype=dtype,
                         roles=roles)
     shards = data or cfg.data.path
     try:
@@ -168,9 +169,11 @@ def _languages(inputs: CardInputs) -> list[str]:
 
 
 def _header(inputs: CardInputs) -> list[str]:
-    lines = ["---", "language:"] + [f"- {lang}" for lang in _languages(inputs)]
+    languages = _languages(inputs)
+    lines = ["---", "language:"] + [f"- {lang}" for lang in languages]
     return lines + ["library_name: transformers", "pipeline_tag: text-generation",
-                    "tags:", "- bangla", "- llama", "- causal-lm", "- bangla-tokfair", "---", ""]
+                    "tags:", *(["- bangla"] if "bn" in languages else []), "- llama", "- causal-lm", "- bangla-tokfair",
+                    "---", ""]
 
 
 def _model_section(inputs: CardInputs) -> list[str]:
@@ -197,7 +200,7 @@ def _model_section(inputs: CardInputs) -> list[str]:
 def _tokenizer_section(inputs: CardInputs) -> list[str]:
     t = inputs.tokenizer
     lines = ["## Tokenizer", "",
-             f"`{t['spec']}`, {t.get('vocab_size', 0):,} ids, sha256 `{t.get('sha256', '')}`; BOS id "
+             f"`{t['name']}`, {t.get('vocab_size', 0):,} ids, sha256 `{t.get('sha256', '')}`; BOS id "
              f"{t.get('bos_id')} is prepended to every document (the exported tokenizer does it too).", ""]
     r = inputs.roles
     if r is not None:

@@ -46,10 +46,12 @@ class TokenRoles:
 
 @dataclass
 class ExportTokenizer:
-    """The tokenizer of an export: a ``tokenizers.Tokenizer`` that prepends BOS like training did, and its roles."""
+    """The tokenizer of an export: a ``tokenizers.Tokenizer`` that prepends BOS like training did, its roles, and
+    its name (the one every output of the pipeline gives it; its spec may be a path of the exporting machine)."""
 
     backend: Any  # tokenizers.Tokenizer
     roles: TokenRoles
+    name: str
 
     def save(self, folder: Path, context: int) -> None:
         """``tokenizer.json`` and the ``tokenizer_config.json`` both transformers 4.57+ and 5 load it from.
@@ -94,4 +96,5 @@ def export_tokenizer(spec: str, expected_sha256: str, bos_id: int | None) -> Exp
     specials = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
     pad_id = first_id([n for n in PAD_NAMES if n in specials], backend.token_to_id)
     pad_id = bos_id if pad_id is None else pad_id
-    return ExportTokenizer(backend, TokenRoles(bos=bos, bos_id=bos_id, pad=backend.id_to_token(pad_id), pad_id=pad_id))
+    return ExportTokenizer(backend, TokenRoles(bos=bos, bos_id=bos_id, pad=backend.id_to_token(pad_id), pad_id=pad_id),
+                           tok.name)

@@ -6,4 +6,3 @@ fertility report --tokenizer gpt2 --tokenizer o200k_base \
   --text en=$SAMPLE/en/wiki-en-chinapedia.txt.gz \
   --parallel bn=$SAMPLE/parallel/ben_Beng.txt.gz --parallel en=$SAMPLE/parallel/eng_Latn.txt.gz --reference en \
   --max-chars 400000 --out "$OUT/fertility" --overwrite
-echo "HTML report: $OUT/fertility/report.html"

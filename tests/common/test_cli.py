@@ -3,6 +3,7 @@ number and label types, the one LANG=NUMBER parser, the top-level handler's exit
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -163,3 +164,47 @@ def test_every_command_says_its_version(module, capsys):
     assert stop.value.code == 0
     out = capsys.readouterr().out.strip()
     assert out == f"{mod.PROG} {version('bangla-tokfair')} (bangla-tokfair)"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bars_off_disables_every_bar_and_puts_tqdm_back():
+    from tqdm import tqdm
+
+    init = tqdm.__dict__["__init__"]
+    drawn = _Terminal()
+    with cli.bars_off():
+        for _ in tqdm(range(3), file=drawn, disable=False):  # as lm-evaluation-harness asks for its bars
+            pass
+    assert drawn.getvalue() == "" and tqdm.__dict__["__init__"] is init
+    for _ in tqdm(range(3), file=drawn):
+        pass
+    assert "\r" in drawn.getvalue()
+
+
+@pytest.mark.parametrize(("terminal", "no_progress", "drawn"), [(True, False, True), (True, True, False),
+                                                                 (False, False, False)])
+def test_a_command_draws_bars_only_on_a_terminal_without_no_progress(monkeypatch, terminal, no_progress, drawn):
+    import argparse
+
+    from tqdm import tqdm
+
+    err = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+
+    def build():
+        p = cli.parser("demo")
+        p.add_argument("--no-progress", action="store_true")
+        return p
+
+    def run(args):
+        for _ in tqdm(range(3), file=sys.stderr):
+            pass
+        return 0
+
+    assert cli.run_command("demo", build, run, ["--no-progress"] if no_progress else []) == 0
+    assert ("\r" in err.getvalue()) is drawn
+    assert cli.bars_wanted(argparse.Namespace(no_progress=no_progress)) is (terminal and not no_progress)

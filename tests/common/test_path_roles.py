@@ -111,7 +111,7 @@ def test_each_role_is_read_from_the_action():
                        ("--d", paths.output_dir), ("--e", paths.output_file), ("--f", paths.work_dir),
                        ("--g", paths.text), ("--h", cli.fraction)]:
         p.add_argument(flag, type=kind)
-    roles = {a.option_strings[0]: paths.role_of(a) for a in p._actions if a.option_strings[0] != "-h"}
+    roles = {a.option_strings[0]: paths.role_of(a) for a in p._actions if a.option_strings[0] not in ("-h", "--version")}
     assert roles == {"--a": Role.INPUT, "--b": Role.INPUT, "--c": Role.INPUT, "--d": Role.OUTPUT_DIR,
                      "--e": Role.OUTPUT_FILE, "--f": Role.WORK_DIR, "--g": Role.NOT_PATH, "--h": Role.NOT_PATH}
 

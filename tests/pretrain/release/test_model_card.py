@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,10 @@ def test_the_card_renders_the_runs_architecture_data_training_and_evaluation(tin
 
     header = _front_matter(card)
     assert header[:3] == ["language:", "- bn", "- en"] and "library_name: transformers" in header
+    assert "- bangla" in header  # a tag for the languages the model has: bn is one
+    # the tokenizer by its name; no path of this machine (the repository's data/tokenizers, the run's folder)
+    assert "## Tokenizer\n\n`gpt2`," in card
+    assert str(Path(__file__).resolve().parents[3]) not in card and str(tmp_path) not in card
     state = load_checkpoint(ckpt)
     counts = parameter_counts(GPTConfig(**state["config"]["model"]))  # gpt2's 50,257 ids, padded to 50,304
     assert f"| parameters | {counts.exported_total:,} ({counts.non_embedding:,} non-embedding" in card

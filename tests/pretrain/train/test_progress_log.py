@@ -57,22 +57,6 @@ def test_no_progress_on_a_terminal_draws_no_bar(micro, synthetic_shards, tmp_pat
     assert [int(step) for step, _ in PROGRESS_LINE.findall(plain.getvalue())] == logged_steps(steps, interval)
 
 
-def test_bars_off_disables_every_bar_and_puts_tqdm_back():
-    from tqdm import tqdm
-
-    from pretrain.cli import bars_off
-
-    init = tqdm.__init__
-    drawn = Terminal()
-    with bars_off():
-        for _ in tqdm(range(3), file=drawn, disable=False):  # as lm-evaluation-harness asks for its bars
-            pass
-    assert drawn.getvalue() == "" and tqdm.__init__ is init
-    for _ in tqdm(range(3), file=drawn):
-        pass
-    assert "\r" in drawn.getvalue()
-
-
 def test_export_to_a_log_file_draws_no_bar(tiny_run, tmp_path):
     """transformers draws a bar while it writes the weights; not into a file."""
     from pretrain.train.checkpoint import latest_checkpoint
