@@ -200,7 +200,7 @@ def _model_section(inputs: CardInputs) -> list[str]:
 def _tokenizer_section(inputs: CardInputs) -> list[str]:
     t = inputs.tokenizer
     lines = ["## Tokenizer", "",
-             f"`{t['name']}`, {t.get('vocab_size', 0):,} ids, sha256 `{t.get('sha256', '')}`; BOS id "
+             f"`{t.get('name') or t['spec']}`, {t.get('vocab_size', 0):,} ids, sha256 `{t.get('sha256', '')}`; BOS id "
              f"{t.get('bos_id')} is prepended to every document (the exported tokenizer does it too).", ""]
     r = inputs.roles
     if r is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,7 +180,8 @@ def test_an_input_path_of_any_kind_is_kept_apart_from_out(data, tmp_path):
     assert input_paths(sources) == [str(data / "bn.txt"), str(data / "hub"), str(data / "broken.tiktoken")]
 
 
-def test_a_progress_bar_is_cleared_before_the_error_line(data, tmp_path, capsys):
+def test_a_progress_bar_is_cleared_before_the_error_line(data, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # bars are drawn on a terminal only
     code = main(["report", "--tokenizer", "gpt2", "--text", f"bn={data / 'latin1.txt'}", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "\r" in err  # a bar was drawn, and the error line is not glued to it
