@@ -1,5 +1,6 @@
 """Does an export stop generating by itself? The share of prompts whose generation ends with the model's end token
-(the document-boundary token, BOS: docs/pretrain.md, Export) within ``--max-new-tokens``, greedy and sampled.
+(the document-boundary token, BOS: docs/pretrain.md, Export) within ``--max-new-tokens`` (and the model's
+context), greedy and sampled.
 
     python benchmarks/export_stops.py DEMO_OUT/hf [--max-new-tokens 200] [--per-language 10]
 
@@ -30,7 +31,7 @@ def prompts(per_language: int) -> list[tuple[str, str]]:
     for lang, files in SOURCES.items():
         per = per_language // len(files)
         for name in files:
-            docs = [normalize(d.text) for d in iter_documents(ROOT / "data" / "sample" / name, max_chars=200_000)]
+            docs = [normalize(d.text) for d in iter_documents(str(ROOT / "data" / "sample" / name), max_chars=200_000)]
             out += [(lang, d[:PROMPT_CHARS]) for d in [d for d in docs if len(d) > 100][-per:]]
     return out
 
@@ -45,15 +46,16 @@ def main() -> None:
     model = AutoModelForCausalLM.from_pretrained(a.export).eval()
     asked = prompts(a.per_language)
     print(f"{a.export}: end token {tok.eos_token!r} (id {tok.eos_token_id}), {len(asked)} prompts, "
-          f"at most {a.max_new_tokens} new tokens")
+          f"at most {a.max_new_tokens} new tokens within the {tok.model_max_length}-token context")
     for mode, options in (("greedy", {"do_sample": False}), ("sampled", {"do_sample": True, "top_k": 50})):
         torch.manual_seed(0)
         stopped: dict[str, int] = {lang: 0 for lang in SOURCES}
         lengths = []
         for lang, text in asked:
             batch = tok([text], return_tensors="pt")
+            room = tok.model_max_length - batch["input_ids"].shape[1]  # within the context the model was trained on
             with torch.no_grad():
-                out = model.generate(**batch, max_new_tokens=a.max_new_tokens, pad_token_id=tok.pad_token_id,
+                out = model.generate(**batch, max_new_tokens=min(a.max_new_tokens, room), pad_token_id=tok.pad_token_id,
                                      **options)
             new = out[0, batch["input_ids"].shape[1]:].tolist()
             if tok.eos_token_id in new:

@@ -6,4 +6,3 @@ tokenizers-train --text bn=$SAMPLE/bn/literature-bnarchive.txt.gz --text bn=$SAM
   --naive --reference gpt2 --no-progress --out "$OUT/bn-en-bpe" --overwrite
 # later steps (corpus) read the trained tokenizer's path from here
 echo "$OUT/bn-en-bpe/tokenizer.json" > "$OUT/tokenizer_path"
-echo "Fertility report of both (and gpt2): $OUT/bn-en-bpe/fertility/report.html"
