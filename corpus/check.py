@@ -18,7 +18,7 @@ from corpus.mixture.plan import check_mixture
 from corpus.read.sources import check_sources, parse_source
 from corpus.shards.format import MANIFEST_NAME, Manifest, TokenizerInfo, dtype_for_vocab
 from fertility.text import TextSource, input_paths
-from fertility.tokenizers import Tokenizer, load_tokenizer
+from fertility.tokenizers import Tokenizer, check_distinct_names, load_tokenizer
 
 
 def check_build(config: BuildConfig, out_dir: Path, executor: ExecutorConfig, work_dir: str | None, *,
@@ -54,9 +54,7 @@ def check_inputs(config: BuildConfig, executor: ExecutorConfig) -> Checked:
     info = tokenizer_info(tok, config.ingest.tokenizer)
     # loaded again by every ingest task; fail here, not there. Their names head the report's token columns.
     compare = [load_tokenizer(spec, config.ingest.tokenizer_dir).name for spec in config.ingest.compare_tokenizers]
-    if len({tok.name, *compare}) != 1 + len(compare):
-        raise BuildError(f"two tokenizers share a name: {', '.join([tok.name, *compare])}; give each once, or name "
-                         "one with NAME=SPEC")
+    check_distinct_names([tok.name, *compare])
     check_sources(sources, config.ingest.min_language_score)
     check_executor(executor)
     return Checked(sources, tok, info, compare)

@@ -23,7 +23,7 @@ from fertility.scoring.traps import Trap, find_traps
 from fertility.scripts import SCRIPT_NAMES
 from fertility.segments import TokenSegment, token_segments
 from fertility.text import TextError, TextSource, check_distinct, check_source, cut_head, iter_documents
-from fertility.tokenizers import Tokenizer, load_tokenizer
+from fertility.tokenizers import Tokenizer, check_distinct_names, load_tokenizer
 from fertility.totals import Totals
 
 SCHEMA_VERSION = 1
@@ -135,9 +135,7 @@ def analyze(
     strings as the report's source of each language's text (e.g. "held-out slice of the training text").
     """
     toks = [load_tokenizer(t, tokenizer_dir) for t in tokenizers]
-    names = [t.name for t in toks]
-    if len(set(names)) != len(names):
-        raise InputError(f"two tokenizers share a name: {names}; give each tokenizer once")
+    check_distinct_names([t.name for t in toks])
     if not isinstance(texts, Mapping):
         for source in texts:
             check_source(source, errors=errors)

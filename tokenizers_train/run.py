@@ -107,10 +107,9 @@ def _run(config: TrainingRun) -> RunResult:
         check_source(source)
     fertility.tokenizers.check_tokenizer_dir(config.tokenizer_dir)  # else refused only after the training
     # a bad reference, or one named like the trained tokenizer (after OUT), would otherwise fail after every round
-    names = [config.out.name, *(fertility.load_tokenizer(r, config.tokenizer_dir).name for r in config.references)]
-    if len(set(names)) != len(names):
-        raise InputError(f"two tokenizers share a name: {', '.join(names)} (the trained one is named after --out); "
-                         "give each once, or name a --reference NAME=SPEC")
+    fertility.tokenizers.check_distinct_names(
+        [config.out.name, *(fertility.load_tokenizer(r, config.tokenizer_dir).name for r in config.references)],
+        " (the trained one is named after --out)")
     read_dev_set(config, langs)  # missing, not aligned or lacking a language: before any work
     ckpt = checkpoint.Checkpoint(out, _resume_key(config))
     if ckpt.resumed:

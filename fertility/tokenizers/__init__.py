@@ -26,6 +26,7 @@ from fertility.tokenizers.loading import (
     SHIPPED_TOKENIZER_DIR,
     TOKENIZER_DIR_ENV,
     available_known,
+    check_distinct_names,
     check_tokenizer_dir,
     load_tokenizer,
     split_label,
@@ -44,5 +45,6 @@ __all__ = [
     "CL100K_PATTERN", "FORMATS", "GPT2_PATTERN", "KNOWN_TOKENIZERS", "LLAMA3_PATTERN", "O200K_PATTERN",
     "QWEN_PATTERN", "R50K_PATTERN", "SHIPPED_TOKENIZER_DIR", "TOKENIZER_DIR_ENV", "Encoded", "Format", "HFTokenizer",
     "SentencePieceTokenizer", "Spans", "TiktokenTokenizer", "Tokenizer", "TokenizerLoadError", "available_known",
-    "check_tokenizer_dir", "load_tokenizer", "one_thread", "read_tiktoken_ranks", "split_label", "worker_pool",
+    "check_distinct_names", "check_tokenizer_dir", "load_tokenizer", "one_thread", "read_tiktoken_ranks",
+    "split_label", "worker_pool",
 ]

@@ -83,6 +83,14 @@ def load_tokenizer(spec: str | Tokenizer, tokenizer_dir: str | Path | None = Non
     return named
 
 
+def check_distinct_names(names: list[str], note: str = "") -> None:
+    """A :class:`TokenizerLoadError` when two tokenizers of one command share a name: every output keys them by
+    name, so the second would overwrite the first. ``note`` says where a name came from, when not from the spec."""
+    if len(set(names)) != len(names):
+        raise TokenizerLoadError(f"two tokenizers share a name: {', '.join(names)}{note}; give each once, or name "
+                                 "one with NAME=SPEC")
+
+
 def split_label(spec: str) -> tuple[str | None, str]:
     """``(NAME, SPEC)`` of ``NAME=SPEC``, or ``(None, spec)``: a spec that is an existing path, or whose part
     before the first ``=`` is not a plain label (empty, ``.``/``..``, or holding ``/`` or ``\\``), has no label.

@@ -68,6 +68,9 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--sample-chars under the vocabulary": (["--sample-chars", "1"], ["--sample-chars 1", "512", "--vocab-size"]),
         # the finding: a --tokenizer-dir that does not exist was silently ignored
         "--tokenizer-dir missing": (["--reference", "gpt2", "--tokenizer-dir", str(d / "nope")], ["nope"]),
+        # the trained tokenizer is named after OUT: a reference of the same name is refused before any training
+        "--reference named like OUT": (["--reference", "gpt2", "--out", str(o.parent / "gpt2")],
+                                        ["share a name", "gpt2, gpt2", "--out"]),
         "--min-frequency 0": (["--min-frequency", "0"], ["--min-frequency", "positive"]),
         "--max-token-length -1": (["--max-token-length", "-1"], ["--max-token-length"]),
         "--max-chars-per-source nan": (["--max-chars-per-source", "nan"], ["--max-chars-per-source", "'nan'"]),
