@@ -25,9 +25,10 @@ aside every 50th block of 20 documents of each source. The trainers:
 * the reference tokenizers in ``--tokenizer-dir`` (Gemma 3, o200k, Llama 3, ...; larger vocabularies).
 
 Figures, all on text no trainer saw: chars/token per language on the held-out slice; the premium against
-English on held-out *parallel* text where there is some (Tatoeba bn-en, XQuAD hi-en), else (marked ``~``) the
-proxy ``cpt(en) / cpt(lang)`` on the held-out slices, which assumes the same number of characters for the
-same content; the maximum premium and the Gini coefficient (TokEval) of the per-language token costs of the
+English on held-out *parallel* text where there is some (Tatoeba bn-en, XQuAD hi-en), else on the project's
+shipped Tatoeba pairs (marked ``t``), else (marked ``~``) the proxy ``ratio * cpt(en) / cpt(lang)`` on the
+held-out slices, ``ratio`` the language's length ratio to English (:mod:`fertility.length_ratios`; 1 where it
+has none); the maximum premium and the Gini coefficient (TokEval) of the per-language token costs of the
 same content (the premiums, English 1); and each trainer's time and peak memory: every trainer runs in a
 fresh process of its own, so its peak resident set is its own (it includes the ``baseline_rss_mib`` that
 a process holds once the modules are imported, the same for every trainer). The table is printed and
@@ -58,6 +59,7 @@ from common.cli import positive_int
 from common.fileio import write_json
 from common.outdir import check_output_dir
 from common.paths import check_output_file
+from fertility.length_ratios import ENGLISH, SAMPLE_DIR, length_ratio, sample_code
 from fertility.premium import gini, premium, read_parallel
 from fertility.text import TextSource
 from fertility.tokenizers import available_known
@@ -85,6 +87,9 @@ PARALLEL = {
     "hi": ("multi/xquad/hin_Deva.contexts", "multi/xquad/eng_Latn.contexts"),
 }
 REFERENCES = ["gemma3", "o200k_base", "llama3", "qwen2.5", "gemma"]
+# A language without held-out parallel text above is measured on the project's shipped Tatoeba pairs with English
+# (fertility.length_ratios.SAMPLE_DIR): the sample the trainer's length ratios come from, so its premiums there
+# say whether the balance holds on real sentence pairs, not whether the ratios transfer to other text.
 
 
 # FLORES codes of the shared data's multi/ folders, for --every-source.
@@ -196,7 +201,8 @@ def train_ours(argv: list[str]) -> tuple[Path, dict]:
 
 
 def measure(tok: fertility.Tokenizer, validation: dict[str, list[str]], parallel: dict, langs: list[str]) -> dict:
-    """chars/token on the held-out slices, premiums (parallel, else the ~proxy), max premium, Gini."""
+    """chars/token on the held-out slices, premiums (``parallel``: language -> (its text with English's, "parallel"
+    or "sample"), else the ~proxy), max premium, Gini."""
     cpt = {}
     for lang, docs in validation.items():
         tokens = sum(map(len, tok.encode_ids(docs)))
@@ -206,13 +212,13 @@ def measure(tok: fertility.Tokenizer, validation: dict[str, list[str]], parallel
         if lang == "en":
             continue
         if lang in parallel:
-            prem[lang] = premium(tok, parallel[lang], "en")[lang].premium
-            source[lang] = "parallel"
+            text, source[lang] = parallel[lang]
+            prem[lang] = premium(tok, text, "en")[lang].premium
         else:
-            prem[lang] = cpt["en"] / cpt[lang]
+            prem[lang] = length_ratio(lang).ratio * cpt["en"] / cpt[lang]
             source[lang] = "proxy"
     others = [k for k in prem if k != "en"]
-    par = [k for k in prem if source[k] == "parallel"]
+    par = [k for k in prem if source[k] in ("parallel", "sample")]
     return {
         "vocab_size": tok.vocab_size,
         "chars_per_token": {k: round(v, 4) for k, v in cpt.items()},
@@ -230,7 +236,7 @@ def table(results: dict, langs: list[str]) -> str:
             + [f"{k} prem" for k in langs if k != "en"] + ["max prem", "Gini", "Gini (par.)"])
     rows = [head]
     for name, r in results.items():
-        prem = [("" if r["premium_source"][k] == "parallel" else "~") + f"{r['premium'][k]:.3f}"
+        prem = [{"parallel": "", "sample": "t"}.get(r["premium_source"][k], "~") + f"{r['premium'][k]:.3f}"
                 for k in langs if k != "en"]
         rows.append([name, f"{r['vocab_size']:,}", f"{r['seconds']:.0f}" if r.get("seconds") is not None else "-",
                      f"{r['peak_rss_mib']:,.0f}" if r.get("peak_rss_mib") is not None else "-"]
@@ -268,7 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     parallel = {}
     for lang, (xx, en) in PARALLEL.items():
         if lang in langs and "en" in langs and (args.data / f"{xx}.txt.gz").is_file():
-            parallel[lang] = read_parallel({lang: f"{args.data / xx}.txt.gz", "en": f"{args.data / en}.txt.gz"})
+            parallel[lang] = (read_parallel({lang: f"{args.data / xx}.txt.gz", "en": f"{args.data / en}.txt.gz"}),
+                              "parallel")
+    for lang in langs:
+        code = sample_code(lang)
+        if lang not in parallel and lang != "en" and "en" in langs and code and (SAMPLE_DIR / code).is_dir():
+            parallel[lang] = (read_parallel({lang: f"{SAMPLE_DIR / code / code}.txt.gz",
+                                             "en": f"{SAMPLE_DIR / code / ENGLISH}.txt.gz"}), "sample")
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -309,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = {**measure(tok, validation, parallel, langs), "seconds": None}
     print(table(results, langs))
     print("prem: tokens of the same content over English's (parallel: " + ", ".join(
-        f"{k} {PARALLEL[k][0].split('/')[1]}" for k in parallel) + "; ~ = cpt(en)/cpt(lang) on held-out slices); "
+        f"{k} {PARALLEL[k][0].split('/')[1]}" for k in parallel if k in PARALLEL) + "; t = the shipped Tatoeba pairs; "
+          "~ = ratio * cpt(en)/cpt(lang) on held-out slices, ratio the length ratio of fertility.length_ratios); "
           "Gini over the premiums (English 1); Gini (par.) over English and the parallel languages only; "
           f"peak MiB: the training process's peak RSS, {baseline:,} MiB of it the imports")
     if args.out:

@@ -30,7 +30,7 @@ from tokenizers_train.backends import (
     backend_named,
     padding,
 )
-from tokenizers_train.run import REPORT_NAME, TrainingRun, sample_summary
+from tokenizers_train.run import BALANCE_BY, REPORT_NAME, TrainingRun, sample_summary
 from tokenizers_train.run import run as train
 from tokenizers_train.sampling import MAX_REPEATS
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
@@ -113,8 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
                                             "any number of languages",
                            flores_help="a FLORES-200 folder (DIR/devtest/LANG.devtest) as the parallel dev set; "
                                        "label --text with its codes (ben_Beng=..., eng_Latn=...)")
+    p.add_argument("--balance-by", choices=BALANCE_BY, default="premium",
+                   help="what balance and --parity equalise: premium (default: the tokens the same content costs; "
+                        "measured on --parallel/--flores, else estimated from each language's chars/token and its "
+                        "length ratio to English in the shipped Tatoeba sample) or chars-per-token on each "
+                        "language's own text")
     p.add_argument("--tolerance", type=clihelp.at_least(1), default=1.05,
-                   help="parity and balance: largest allowed ratio of chars/token (default 1.05)")
+                   help="parity and balance: largest allowed ratio of premiums, or of chars/token with "
+                        "--balance-by chars-per-token (default 1.05)")
     p.add_argument("--max-rounds", type=clihelp.positive_int, default=4, help="full training rounds at most (default 4)")
     p.add_argument("--probe-chars", type=clihelp.positive_int, default=PROBE_CHARS,
                    help=f"balance: characters of each short probe round (default {PROBE_CHARS:,})")
@@ -149,6 +155,7 @@ def config_from(args: argparse.Namespace) -> TrainingRun:
                   tolerance=args.tolerance, max_rounds=args.max_rounds),
         whole_graphemes={"auto": None, "on": True, "off": False}[args.whole_graphemes],
         probe_chars=args.probe_chars, parallel=parallel_sources(args.parallel, args.flores, args.flores_split) or None,
+        balance_by=args.balance_by,
         naive=args.naive, references=args.reference, tokenizer_dir=args.tokenizer_dir,
         overwrite=args.overwrite, progress=not args.no_progress,
     )
@@ -171,8 +178,9 @@ def run(args: argparse.Namespace) -> int:
     print(sample_summary(result.report))
     for name, row in result.report["comparison"].items():
         cpt = ", ".join(f"{k} {v:.3f}" for k, v in row["chars_per_token"].items())
+        premium = ", ".join(f"{k} {v:.3f}" for k, v in row["premium"].items())
         traps = "; ".join(f"{t['script']}: {t['rule']}" for t in row["traps"]) or "none"
-        print(f"  {name}: chars/token {cpt}; traps: {traps}")
+        print(f"  {name}: chars/token {cpt}; premium {premium}; traps: {traps}")
     return 0
 
 

@@ -22,6 +22,7 @@ from common.cli import check_label
 from common.errors import InputError
 from common.fileio import file_sha256, read_json, write_json
 from common.outdir import output_dir, publish_dir, staging_dir
+from fertility.length_ratios import LengthRatio, describe, english_chars_per_token, length_ratios, premiums
 from fertility.premium import ParallelText, aligned
 from fertility.text import TextSource, check_source, input_paths, iter_documents
 from tokenizers_train import backends, checkpoint, sampling, targeting
@@ -29,6 +30,9 @@ from tokenizers_train import backends, checkpoint, sampling, targeting
 REPORT_NAME = "training_report.json"
 REPORT_SCHEMA_VERSION = 1
 MARK_SHARE = 0.01
+# What balance and parity equalise: the premium (the tokens the same content costs, what users pay) or each
+# language's chars/token on its own text (equal only where languages need as many characters for the same content).
+BALANCE_BY = ("premium", "chars-per-token")
 
 
 @dataclass
@@ -50,6 +54,9 @@ class TrainingRun:
     # line-aligned parallel dev text per language (--parallel, --flores): when given, balance and parity are
     # judged on it (premiums against the reference language) instead of on the validation slices
     parallel: dict[str, TextSource] | None = None
+    # BALANCE_BY: without a parallel dev set the premium is judged from each language's chars/token and its
+    # length ratio to English (fertility.length_ratios), equal chars/token for a language without one
+    balance_by: str = "premium"
     # None: whole-grapheme training, where the backend can, when some language's text has combining marks
     # (resolve_train)
     whole_graphemes: bool | None = None
@@ -149,6 +156,22 @@ def read_dev_set(config: TrainingRun, langs: list[str]) -> ParallelText | None:
     return aligned({k: list(iter_documents(s)) for k, s in sources.items()}, {k: s.spec for k, s in sources.items()})
 
 
+def judging_ratios(config: TrainingRun, langs: list[str]) -> dict[str, LengthRatio] | None:
+    """The length ratios that balance and parity judge premiums by, or None where they judge something else: a
+    parallel dev set's measured premiums, chars/token (``balance_by``), or explicit chars/token targets."""
+    goal = resolve_goal(config)
+    if config.parallel or config.balance_by != "premium" or not (goal.balance or goal.parity):
+        return None
+    return length_ratios(langs)
+
+
+def reference_chars_per_token(chars_per_token: dict[str, float], ratios: dict[str, LengthRatio],
+                              reference: str) -> dict[str, float]:
+    """Each language's chars/token counted in ``reference``'s characters (:func:`english_chars_per_token`,
+    scaled by the reference's ratio): the scale :func:`targeting.measure_parallel` measures on a dev set."""
+    return {k: v * ratios[reference].ratio for k, v in english_chars_per_token(chars_per_token, ratios).items()}
+
+
 def resolve_goal(config: TrainingRun) -> targeting.Goal:
     """``config.goal`` with ``balance=None`` decided: fair by default, i.e. balance unless targets, parity,
     shares or a temperature decide the shares."""
@@ -188,6 +211,10 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
     validation = {k: lt.validation for k, lt in prepared.languages.items()}  # never empty (prepare_text)
     dev = read_dev_set(config, list(prepared.languages))
     reference = dev_reference(config, list(prepared.languages))
+    ratios = judging_ratios(config, list(prepared.languages))
+    if ratios is not None:
+        _progress(config, f"balance by premium against {reference}, judged in {reference}'s characters per token: "
+                          + describe(ratios))
     shares = sampling.resolve_shares({k: lt.train_chars for k, lt in prepared.languages.items()},
                                      config.shares, config.temperature)
     rounds: list[targeting.Round] = []
@@ -205,8 +232,12 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
              f"{train_config.vocab_size} on " + ", ".join(f"{k} {v:,} chars ({shares[k]:.1%})" for k, v in budgets.items()))
         with ckpt.staging(f"round{index}") as staged:
             tokenizer = backends.train(train_config, lambda b=budgets: sampling.iter_sample(prepared, b), staged)
-            measured = (targeting.measure_parallel(str(tokenizer), dev, reference) if dev
-                        else targeting.measure(str(tokenizer), validation))
+            if dev:
+                measured = targeting.measure_parallel(str(tokenizer), dev, reference)
+            else:
+                measured = targeting.measure(str(tokenizer), validation)
+                if ratios is not None:  # in the reference's characters: equal values, equal premiums
+                    measured = reference_chars_per_token(measured, ratios, reference)
             floor = targeting.floors(config.goal, measured)
             met = all(measured[k] >= v for k, v in floor.items())
             rounds.append(targeting.Round(index, dict(shares), measured, floor, met, time.time() - start, probe,
@@ -275,7 +306,11 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
                                parallel=parallel, reference=dev_reference(config, list(t.prepared.languages)),
                                source_label="held-out slice of the training text")
     fertility.write_report(report, tmp / "fertility")
+    reference = dev_reference(config, list(t.prepared.languages))
+    ratios = None if config.parallel else length_ratios(t.prepared.languages)
     by_source = per_source(compare, t.prepared, config.tokenizer_dir)
+    if ratios is not None:
+        add_source_premiums(by_source, report, ratios, reference)
     alphabet = set().union(*(lt.alphabet for lt in t.prepared.languages.values()))
     training_report = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -290,7 +325,14 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
             "languages": {k: asdict(v) for k, v in _describe(config, t.prepared, t.chosen.shares).items()},
             "notes": _sample_notes(config, t.prepared, t.chosen.shares),
         },
-        # chars/token of every compared tokenizer on each source's part of the validation slice
+        # what balance and parity equalised, and how each premium below was found
+        "balance": {"by": config.balance_by, "reference": reference,
+                    "premium_from": "parallel dev set" if config.parallel else "length ratios",
+                    "length_ratios": {k: r.to_dict() for k, r in ratios.items()} if ratios else None,
+                    "judged": ("premium on the parallel dev set" if config.parallel
+                               else "estimated premium" if judging_ratios(config, list(t.prepared.languages))
+                               else "chars/token")},
+        # chars/token (and estimated premium) of every compared tokenizer on each source's part of the validation slice
         "by_source": by_source,
         "rounds": [r.to_dict() for r in t.rounds],
         "chosen_round": t.chosen.index,
@@ -299,6 +341,8 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
                       "special_tokens": backends.SPECIAL_TOKENS},
         "comparison": {x.name: {"vocab_size": x.vocab_size,
                                 "chars_per_token": {k: m.chars_per_token for k, m in x.languages.items()},
+                                # measured on the parallel dev set, else estimated from the validation slice
+                                "premium": _premiums(x, ratios, reference),
                                 "traps": [trap.to_dict() for trap in x.traps]} for x in report.tokenizers},
         "seconds": round(time.time() - t.started, 1),
     }
@@ -329,6 +373,22 @@ def per_source(compare: list, prepared: sampling.PreparedText, tokenizer_dir: st
         out.append({"lang": info.lang, "source": info.spec, "genre": info.genre, "slice_chars": info.slice_chars,
                     "duplicates_dropped": info.duplicates_dropped, "chars_per_token": cpt})
     return out
+
+
+def _premiums(x: fertility.TokenizerReport, ratios: dict[str, LengthRatio] | None, reference: str) -> dict[str, float]:
+    if ratios is None:
+        return {k: m.premium for k, m in x.parallel.items()}
+    return premiums({k: m.chars_per_token for k, m in x.languages.items()}, ratios, reference)
+
+
+def add_source_premiums(by_source: list[dict], report: fertility.Report, ratios: dict[str, LengthRatio],
+                        reference: str) -> None:
+    """Each source row's estimated premium per tokenizer: what its text costs against the same content in the
+    reference language, at the reference's chars/token on its whole validation slice."""
+    ref_cpt = {x.name: x.languages[reference].chars_per_token for x in report.tokenizers}
+    for row in by_source:
+        ratio = ratios[row["lang"]].ratio / ratios[reference].ratio
+        row["premium"] = {name: ratio * ref_cpt[name] / cpt for name, cpt in row["chars_per_token"].items() if cpt > 0}
 
 
 def _resume_key(config: TrainingRun) -> dict:
@@ -377,15 +437,29 @@ def sample_summary(report: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines += [f"note: {n}" for n in report["data"]["notes"]]
+    lines.append(balance_line(report["balance"]))
     names = list(report["comparison"])
-    rows = [["language", "source", "genre", "slice chars", "duplicates"] + [f"{n} chars/token" for n in names]]
+    estimated = any("premium" in row for row in report.get("by_source", []))
+    rows = [["language", "source", "genre", "slice chars", "duplicates"] + [f"{n} chars/token" for n in names]
+            + ([f"{n} premium" for n in names] if estimated else [])]
     for row in report.get("by_source", []):
         rows.append([row["lang"], Path(row["source"]).name, row["genre"], f"{row['slice_chars']:,}",
                      str(row["duplicates_dropped"])]
-                    + [f"{row['chars_per_token'][n]:.3f}" if n in row["chars_per_token"] else "-" for n in names])
+                    + [f"{row['chars_per_token'][n]:.3f}" if n in row["chars_per_token"] else "-" for n in names]
+                    + ([f"~{row['premium'][n]:.3f}" if n in row["premium"] else "-" for n in names] if estimated else []))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines += ["validation slice per source:"] + ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
+
+
+def balance_line(balance: dict) -> str:
+    """One line: what the rounds equalised and where the report's premiums come from."""
+    ref = balance["reference"]
+    if balance["length_ratios"] is None:
+        return f"premiums against {ref}: measured on the parallel dev set; balance and parity judged by {balance['judged']}"
+    ratios = {k: LengthRatio(**r) for k, r in balance["length_ratios"].items()}
+    return (f"premiums against {ref} (~): estimated from each language's chars/token and its "
+            + describe(ratios) + f"; balance and parity judged by {balance['judged']}")
 
 
 def _named(path: str, name: str) -> fertility.Tokenizer:
@@ -410,6 +484,7 @@ def _arguments(config: TrainingRun, train_config: backends.TrainConfig) -> dict:
         "max_validation_chars": config.max_validation_chars,
         "goal": asdict(config.goal),
         "parallel": {k: v.spec for k, v in config.parallel.items()} if config.parallel else None,
+        "balance_by": config.balance_by,
         "probe_chars": config.probe_chars,
         "naive": config.naive,
         "references": config.references,

@@ -97,7 +97,14 @@ def test_a_sample_too_small_for_the_vocabulary_says_how_much_is_padding(small_te
     """The finding: a tiny --sample-chars trained without a word. Under --vocab-size it is refused (see
     test_contract.py); above it, whatever the trainer could not learn is padding, and one line says how much."""
     out = tmp_path / "tok"
-    assert main(_args(small_texts, out, "--vocab-size", "1024", "--sample-chars", "1100", "--shares", "bn=0.5,en=0.5",
+    # short lines, so that the 1,100 characters asked for are about all the sample holds (a whole long
+    # document would be drawn in full and fill the vocabulary)
+    short = {}
+    for lang, path in small_texts.items():
+        short[lang] = tmp_path / f"{lang}.txt"
+        short[lang].write_text("".join(line[:60] + "\n" for line in path.read_text(encoding="utf-8").splitlines()),
+                               encoding="utf-8")
+    assert main(_args(short, out, "--vocab-size", "1024", "--sample-chars", "1100", "--shares", "bn=0.5,en=0.5",
                       "--phrase-fraction", "0", "--whole-graphemes", "off")) == 0
     tok = json.loads((out / "tokenizer.json").read_text())
     padding = [t["content"] for t in tok["added_tokens"] if t["content"].startswith("<|reserved_")][5:]

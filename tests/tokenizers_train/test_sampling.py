@@ -87,16 +87,20 @@ def test_prepare_text_normalises_and_hashes(tmp_path):
     assert a.sources[0].documents == 100
 
 
-def test_holdout_split_keeps_big_sources_as_before_and_splits_a_single_block():
-    big = [f"d{i}" for i in range(120)]
+def test_holdout_split_keeps_big_sources_as_before_and_splits_a_small_one():
+    big = [f"d{i}" for i in range(1200)]
     held = [t for h, t in sampling.holdout_split(big, 0.02) if h]
-    assert held == big[:sampling.HOLDOUT_BLOCK]  # the first block, as always
+    assert held == big[:20] + big[1000:1020]  # every 50th block of 20, starting with the first, as always
     assert [t for _, t in sampling.holdout_split(big, 0.02)] == big  # order kept
-    for n in (2, 15, 20):
+    at_500 = [f"d{i}" for i in range(500)]  # the smallest source split in blocks at 0.02: 4 % held
+    assert [t for h, t in sampling.holdout_split(at_500, 0.02) if h] == at_500[:20]
+    assert [t for h, t in sampling.holdout_split(at_500[:499], 0.02) if h] == at_500[489:499]  # its last 2 %
+    for n in (2, 15, 20, 120):
         small = [f"d{i}" for i in range(n)]
         split = list(sampling.holdout_split(small, 0.02))
-        assert [t for h, t in split if h] == small[-1:]  # the last document measured
-        assert [t for h, t in split if not h] == small[:-1]
+        n_held = max(1, round(n * 0.02))
+        assert [t for h, t in split if h] == small[-n_held:]  # the last documents measured
+        assert [t for h, t in split if not h] == small[:-n_held]
     assert [h for h, _ in sampling.holdout_split(["only"], 0.02)] == [False]
 
 
@@ -200,3 +204,59 @@ def test_a_part_of_a_language_is_drawn_from_all_its_sources_not_the_first(tmp_pa
     assert total // 4 <= sum(got.values()) < total // 4 + 200
     assert got["second"] / got["first"] == pytest.approx(3, rel=0.05)  # the sources' 1 : 3, not all "first"
     assert len(set(lines)) == len(lines)  # no line twice while the file has more
+
+
+@pytest.mark.parametrize("holdout", [0.02, 0.1])
+@pytest.mark.parametrize("n", [21, 50, 100, 500, 1000, 5000])
+def test_the_holdout_is_proportional_to_a_source_of_any_size(n, holdout):
+    """Finding: a source of 21 to 1,000 documents held its first block of 20 aside, so at the default
+    holdout (0.02) a 21-document source trained on 1."""
+    docs = [f"d{i}" for i in range(n)]
+    split = list(sampling.holdout_split(iter(docs), holdout))
+    assert [t for _, t in split] == docs  # each document once, in order
+    held = sum(h for h, _ in split)
+    assert 1 <= held <= max(1, 2 * holdout * n) + 1e-9  # every language has something to measure
+    assert n - held >= n / 2
+
+
+def _paragraphs(rng, n):
+    return "\n".join(_words(rng, 12) for _ in range(n))
+
+
+def test_a_multi_paragraph_document_in_training_is_not_measured(tmp_path):
+    """Finding: held-aside documents were compared with single training lines, so a JSONL document with
+    newlines was never found in training: with every document present twice, the whole bn and en slices
+    were also trained on."""
+    import json
+    import random
+
+    rng = random.Random(3)
+    docs = [_paragraphs(rng, 3 + i % 3) + ("\n\n" + _words(rng, 4) if i % 2 else "") for i in range(90)]
+    src = tmp_path / "news.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs + docs), encoding="utf-8")
+    prepared = sampling.prepare_text([TextSource("en", str(src))], tmp_path / "work", holdout=0.25, progress=False)
+    lt = prepared.languages["en"]
+    train = "\n" + lt.train_path.read_text(encoding="utf-8")
+    trained = [d for d in lt.validation if "\n" + "\n".join(x for x in d.splitlines() if x.strip()) + "\n" in train]
+    assert lt.validation and trained == []
+    # exactly the held documents whose other copy was trained on are dropped: of the 90 documents, 0-9 and
+    # 80-89 have both copies held, 10-19 (the first copy) and 70-79 (the second) only one
+    held = [i for i, (h, _) in enumerate(sampling.holdout_split(docs + docs, 0.25)) if h]
+    once = [i for i in held if (i + 90) % 180 not in held]
+    assert prepared.sources[0].duplicates_dropped == len(once) == 20 and len(lt.validation) == len(held) - 20
+
+
+def test_a_held_document_is_dropped_when_training_lines_make_up_most_of_it(tmp_path):
+    import random
+
+    rng = random.Random(4)
+    paras = [_words(rng, 20) for _ in range(12)]
+    train = tmp_path / "en.txt"
+    train.write_text("".join(p + "\n" for p in paras[:8]) + " ".join(paras[8:10]) + "\n", encoding="utf-8")
+    held = ["\n".join(paras[:4]),  # every paragraph trained on
+            "\n".join(paras[4:8]) + "\n" + _words(rng, 3),  # four long paragraphs trained on, one short line new
+            "\n\n".join(paras[8:10]),  # trained on as one line: the same words
+            "\n".join([paras[0], paras[10], paras[11]]),  # a third trained on: measured
+            paras[11]]  # a new line: measured
+    kept = sampling.drop_duplicates_of_training([held], train, sampling.DedupConfig())
+    assert kept == [held[3:]]

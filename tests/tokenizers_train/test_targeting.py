@@ -1,4 +1,5 @@
 import math
+from itertools import pairwise
 
 import pytest
 
@@ -81,10 +82,14 @@ def test_python_default_balances_like_the_command(tmp_path, given, balance):
 
 # --- the balance fit for N languages, on synthetic share -> chars/token curves ----------------------------------
 
-def _synthetic(n, seed):
+def _synthetic(n, seed, probe_error=False, clean=False):
     """A tokenizer's chars/token as a function of the shares, for n languages: each its own level and slope,
     a weaker level and steeper slope on the probes' small sample, a coupling to the other languages' shares
-    (shared digits, punctuation, Latin) and a deterministic measurement wobble of up to 0.3 %."""
+    (shared digits, punctuation, Latin) and a deterministic measurement wobble of up to 0.3 %.
+    ``probe_error``: the probes misjudge each language by its own factors instead of one for all (slope
+    0.7-1.8 times, level 0.75-1.0 times; issue 29's probes put English's level at 0.72 times the full
+    round's), so the first full round can be far from the balance. ``clean``: no coupling and no wobble,
+    each language's full-round curve a pure power of its own share."""
     import random
 
     rng = random.Random(seed)
@@ -95,14 +100,16 @@ def _synthetic(n, seed):
     balanced = {k: 0.05 + (1 - 0.05 * n) * w / sum(weight.values()) for k, w in weight.items()}
     level = {k: 4.0 / balanced[k] ** slope[k] for k in langs}
     coupling = {k: {j: rng.uniform(-0.05, 0.1) for j in langs if j != k} for k in langs}
+    probe_slope = {k: rng.uniform(0.7, 1.8) if probe_error else 1.25 for k in langs}
+    probe_level = {k: rng.uniform(0.75, 1.0) if probe_error else 0.85 for k in langs}
 
     def cpt(shares, probe):
         out = {}
         for k in langs:
-            b = slope[k] * (1.25 if probe else 1.0)
-            a = level[k] * (0.85 if probe else 1.0)
-            cross = 1 + sum(c * shares[j] for j, c in coupling[k].items())
-            wobble = 1 + 0.003 * math.sin(1000 * shares[k] + seed)
+            b = slope[k] * (probe_slope[k] if probe else 1.0)
+            a = level[k] * (probe_level[k] if probe else 1.0)
+            cross = 1 if clean else 1 + sum(c * shares[j] for j, c in coupling[k].items())
+            wobble = 1 if clean else 1 + 0.003 * math.sin(1000 * shares[k] + seed)
             out[k] = a * shares[k] ** b * cross * wobble
         return out
 
@@ -126,6 +133,61 @@ def test_balance_converges_for_n_languages_with_a_probe_budget_independent_of_n(
     # within the command's default of 4 full rounds (over 150 such problems of 2-10 languages: 1.8 on average)
     assert len(full) <= 4
     assert sum(full[-1].shares.values()) == pytest.approx(1) and min(full[-1].shares.values()) > targeting.MIN_SHARE
+
+
+def _off_bracket_shares(rounds):
+    """How many shares of the full rounds after the first leave their bracket, and how many were checked.
+
+    A language's bracket at a level t: its shares in the earlier full rounds at which it measured under t
+    (too little text for t) and those at which it measured t or more (enough). A round keeps to its brackets
+    when one common level t puts every language's share strictly above each share found too little and
+    below each found enough (so never at a share already measured). For each language the levels its share
+    allows are ``(largest log chars/token measured at a share <= it, smallest measured at a share >= it]``,
+    and a round counts the fewest languages off at any one level. Flat languages (a rule of their own) and a
+    language whose own rounds contradict each other (less chars/token at more share: the coupling to the
+    other languages' shares) are not checked."""
+    full = [r for r in rounds if not r.probe]
+    off = checked = 0
+    for i in range(1, len(full)):
+        flat = targeting.flat_languages(rounds[:rounds.index(full[i])])
+        allowed = {}
+        for k in full[i].shares:
+            pts = sorted((p.shares[k], math.log(p.chars_per_token[k])) for p in full[:i])
+            if k in flat or any(y2 <= y1 for (_, y1), (_, y2) in pairwise(pts)):
+                continue
+            s = full[i].shares[k]
+            allowed[k] = (max((y for x, y in pts if x <= s * (1 + 1e-9)), default=-math.inf),
+                          min((y for x, y in pts if x >= s * (1 - 1e-9)), default=math.inf))
+        checked += len(allowed)
+        # every level any language's interval starts, ends or spans: one of them is the best common level
+        ends = sorted({v for lo, hi in allowed.values() for v in (lo, hi) if math.isfinite(v)})
+        levels = [(a + b) / 2 for a, b in pairwise(ends)] + ends + [-math.inf, math.inf]
+        off += min(sum(not (lo < t <= hi) for lo, hi in allowed.values()) for t in levels)
+    return off, checked
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_no_share_leaves_its_bracket_for_any_number_of_languages(n):
+    """Normalising the shares after keeping each in its bracket (a rescale) put 28 of 1012 next shares of 7
+    languages (1 of 247 of 3) off their bracket on these problems; solving for the level keeps them all."""
+    goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=4)
+    off = checked = 0
+    for seed in range(60):
+        langs, cpt = _synthetic(n, seed, probe_error=True)
+        o, c = _off_bracket_shares(_run_balance(cpt, langs, goal))
+        off, checked = off + o, checked + c
+    assert checked >= 20 * n and off == 0, f"{off} of {checked} next shares off their bracket"
+
+
+def test_seven_languages_converge_as_reliably_as_two():
+    """Clean power-law curves (no coupling) whose probes misjudge each language differently: within the
+    command's 4 full rounds, 7 languages meet the tolerance in as many of 100 problems as 2 do (all)."""
+    goal = targeting.Goal(balance=True, tolerance=1.05, max_rounds=4)
+    met = {}
+    for n in (2, 7):
+        problems = (_synthetic(n, seed, probe_error=True, clean=True) for seed in range(100))
+        met[n] = sum(_run_balance(cpt, langs, goal)[-1].met for langs, cpt in problems)
+    assert met[7] >= met[2] and met[7] == 100, f"met the tolerance in 100 problems: {met}"
 
 
 def test_full_rounds_refit_the_slope_the_probes_got_wrong():
