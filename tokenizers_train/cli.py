@@ -32,7 +32,7 @@ from tokenizers_train.backends import (
 )
 from tokenizers_train.run import BALANCE_BY, REPORT_NAME, TrainingRun, sample_summary
 from tokenizers_train.run import run as train
-from tokenizers_train.sampling import MAX_REPEATS
+from tokenizers_train.sampling import AUTO_REPEATS, MAX_REPEATS, MIN_CHARS_PER_ENTRY
 from tokenizers_train.targeting import PROBE_CHARS, Goal, TargetNotMet, parse_targets
 
 PROG = "tokenizers-train"
@@ -100,8 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars-per-source", type=clihelp.positive_int, default=None,
                    help="read only the head of each --text")
     p.add_argument("--max-repeats", type=clihelp.positive_int, default=MAX_REPEATS,
-                   help="times a language's text may be used in the sample (default 1: a language with too "
-                        "little text for its share is capped, not cycled; the report says so)")
+                   help="times a language's text may be used in the sample (1: a language with too little text "
+                        "for its share is capped, not cycled; default: 1, unless the sample would have fewer than "
+                        f"{MIN_CHARS_PER_ENTRY} characters per vocabulary entry, then the scarce languages are "
+                        f"cycled up to {AUTO_REPEATS} times towards that; the report says so)")
     p.add_argument("--holdout", type=paths.not_a_path(holdout), default=0.02, help="fraction of each source held aside for validation")
     p.add_argument("--max-validation-chars", type=clihelp.positive_int, default=400_000, help="per language")
     goal = p.add_mutually_exclusive_group()

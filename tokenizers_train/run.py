@@ -47,7 +47,7 @@ class TrainingRun:
     sample_chars: int | None = None
     max_chars_per_source: int | None = None
     # a language's text is used at most this many times in a sample (1: capped, never cycled; sampling.py)
-    max_repeats: int = sampling.MAX_REPEATS
+    max_repeats: int | None = sampling.MAX_REPEATS
     holdout: float = 0.02
     max_validation_chars: int = 400_000
     goal: targeting.Goal = field(default_factory=targeting.Goal)
@@ -106,7 +106,7 @@ def _run(config: TrainingRun) -> RunResult:
     for lang in langs:
         check_label(lang)
     targeting.check_goal(config.goal, langs)
-    if config.max_repeats < 1:
+    if config.max_repeats is not None and config.max_repeats < 1:
         raise InputError(f"max_repeats must be at least 1 (1: a language's text is never cycled), got {config.max_repeats}")
     if config.shares:
         sampling.check_shares(config.shares, langs)
@@ -222,7 +222,7 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
     def train_round(shares: dict[str, float], sample_chars: int | None, probe: bool) -> targeting.Round:
         start = time.time()
         index = len(rounds) + 1
-        budgets = sampling.sample_budgets(prepared, shares, sample_chars, config.max_repeats)
+        budgets = _budgets(config, prepared, shares, sample_chars)
         done = ckpt.load_round(index, dict(shares), sum(budgets.values()), probe)
         if done is not None:
             _progress(config, f"round {index}: done before the interruption, taken from the checkpoint")
@@ -250,7 +250,7 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
     # the bracketed balance rounds, not the one-gain steps that --target uses
     balance = (config.goal.balance or (dev is not None and config.goal.parity is not None)) and len(shares) > 1
     if balance:
-        full = sum(sampling.sample_budgets(prepared, shares, config.sample_chars, config.max_repeats).values())
+        full = sum(_budgets(config, prepared, shares, config.sample_chars).values())
         probe_chars = min(config.probe_chars, full // 4)
         targeting.balance(lambda s, probe: train_round(s, probe_chars if probe else config.sample_chars, probe),
                           shares, config.goal)
@@ -269,7 +269,7 @@ def _train(config: TrainingRun, ckpt: checkpoint.Checkpoint) -> _Trained:
              f"{chosen.index}, the fairest (largest premium {premium:.3f})")
     elif config.goal.active and not chosen.met:
         raise targeting.TargetNotMet(rounds, config.goal)
-    budgets = sampling.sample_budgets(prepared, chosen.shares, config.sample_chars, config.max_repeats)
+    budgets = _budgets(config, prepared, chosen.shares, config.sample_chars)
     for note in _sample_notes(config, prepared, chosen.shares):
         _progress(config, f"note: {note}")  # early, for a long run; the closing summary repeats it
     naive = None
@@ -420,7 +420,15 @@ def resolve_train(train: backends.TrainConfig, whole_graphemes: bool | None,
 
 def _describe(config: TrainingRun, prepared: sampling.PreparedText,
               shares: dict[str, float]) -> dict[str, sampling.LanguageSample]:
-    return sampling.describe_sample(prepared, shares, config.sample_chars, config.max_repeats)
+    return sampling.describe_sample(prepared, shares, config.sample_chars, config.max_repeats,
+                                    sampling.MIN_CHARS_PER_ENTRY * config.train.vocab_size)
+
+
+def _budgets(config: TrainingRun, prepared: sampling.PreparedText, shares: dict[str, float],
+             sample_chars: int | None) -> dict[str, int]:
+    """:func:`sampling.sample_budgets`, the smallest sample of the default being sized by the vocabulary."""
+    return sampling.sample_budgets(prepared, shares, sample_chars, config.max_repeats,
+                                   sampling.MIN_CHARS_PER_ENTRY * config.train.vocab_size)
 
 
 def _sample_notes(config: TrainingRun, prepared: sampling.PreparedText, shares: dict[str, float]) -> list[str]:

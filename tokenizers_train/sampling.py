@@ -22,10 +22,12 @@ file; a JSONL source given twice repeats its multi-paragraph documents.
 
 Shares are in characters (code points), never bytes or lines: Bengali takes three UTF-8 bytes per
 character, so a byte-balanced mix gives Bangla a third of the text it seems to. A language with less text
-than its share is capped at its text (``max_repeats`` = 1, the default) and the others fill the sample; with
+than its share is capped at its text (``max_repeats`` = 1) and the others fill the sample; with
 ``max_repeats`` R > 1 it is cycled (repeated) up to R times, which for frequency-based trainers is the same
 as weighting it, and also lets a word seen once pass ``min_frequency``: its vocabulary then fits its few
-documents. Either is reported, never silent (:func:`describe_sample`).
+documents. The default (``max_repeats`` None) never cycles, unless the sample would be too small for the
+vocabulary: then the languages that bound it are cycled, at most AUTO_REPEATS times, up to ``min_chars``
+(:func:`sample_budgets`). Either is reported, never silent (:func:`describe_sample`).
 """
 
 from __future__ import annotations
@@ -59,8 +61,16 @@ MIN_SOURCE_SHARE = 0.05
 DUPLICATE_SHARE = 0.8
 # Training lines read at once when looking for the slice's duplicates (bounded memory, numpy-sized batches).
 DEDUP_BATCH_LINES = 20_000
-# How many times a language's text may be used in one sample (1: never cycled, see sample_budgets).
-MAX_REPEATS = 1
+# How many times a language's text may be used in one sample (1: never cycled, see sample_budgets); None, the
+# default: never, unless the sample would hold fewer than MIN_CHARS_PER_ENTRY characters per vocabulary entry.
+# Then the languages whose text bounds it are cycled, at most AUTO_REPEATS times, to reach that size. Seven
+# languages at 128k, every shared source: Telugu's 3.1 M characters at a 28 % share bounded the sample at 11 M
+# characters (87 per entry), English got 0.56 M of its 58 M and 4.13 chars/token on held-out text; cycled to
+# 32 M, the common level of the balance rose 1 % and English to 4.21 (benchmarks/bench_multiscript.py). Two
+# languages at 64k are far above the floor (21 M characters) and unchanged.
+MAX_REPEATS: int | None = None
+AUTO_REPEATS = 3
+MIN_CHARS_PER_ENTRY = 250
 
 
 @dataclass
@@ -403,8 +413,12 @@ def check_shares(shares: Mapping[str, float], langs: Sequence[str]) -> None:
 
 
 def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None,
-                   max_repeats: int = MAX_REPEATS) -> dict[str, int]:
+                   max_repeats: int | None = MAX_REPEATS, min_chars: int = 0) -> dict[str, int]:
     """Characters to draw from each language; none gets more than ``max_repeats`` times its training text.
+
+    ``max_repeats`` None: as 1, except that without ``sample_chars`` a sample of several languages under
+    ``min_chars`` is grown towards it by cycling the languages that bound it, at most AUTO_REPEATS times and
+    never past the point where every language would be cycled, every share kept.
 
     Without ``sample_chars``: the largest sample in which no language is used more than ``max_repeats`` times,
     i.e. (at the default of 1) the scarcest language relative to its share is used once, whole, and bounds
@@ -415,6 +429,14 @@ def sample_budgets(prepared: PreparedText, shares: Mapping[str, float], sample_c
     defeats ``min_frequency`` and gives it tokens fitted to its few documents. :func:`describe_sample` says
     what was capped, cycled or bounded.
     """
+    if max_repeats is None:
+        bounds = sorted(lt.train_chars / shares[k] for k, lt in prepared.languages.items())
+        if sample_chars is not None or bounds[0] >= min_chars or len(bounds) == 1:
+            return sample_budgets(prepared, shares, sample_chars, 1)
+        # cycling is worth it only while some language still gains text (the largest bound: that language
+        # used whole); cycling every language would only pass words seen once over min_frequency
+        return sample_budgets(prepared, shares, int(min(min_chars, AUTO_REPEATS * bounds[0], bounds[-1])),
+                              AUTO_REPEATS)
     if max_repeats < 1:
         raise InputError(f"max_repeats must be at least 1, got {max_repeats}")
     cap = {k: max_repeats * lt.train_chars for k, lt in prepared.languages.items()}
@@ -452,23 +474,26 @@ class LanguageSample:
 
 
 def describe_sample(prepared: PreparedText, shares: Mapping[str, float], sample_chars: int | None,
-                    max_repeats: int = MAX_REPEATS) -> dict[str, LanguageSample]:
+                    max_repeats: int | None = MAX_REPEATS, min_chars: int = 0) -> dict[str, LanguageSample]:
     """Per language, its text beside its share of the sample :func:`sample_budgets` draws, with a note for a
     language that was capped (it has too little text for its share), cycled (repeated, at most
     ``max_repeats`` times) or, without ``sample_chars``, the one whose text bounds the sample."""
-    budgets = sample_budgets(prepared, shares, sample_chars, max_repeats)
+    budgets = sample_budgets(prepared, shares, sample_chars, max_repeats, min_chars)
     total = sum(budgets.values())
+    limit = 1 if max_repeats is None else max_repeats
     bound = (min(prepared.languages, key=lambda k: prepared.languages[k].train_chars / shares[k])
              if sample_chars is None and len(prepared.languages) > 1 else None)  # one language: its whole text
     out = {}
     for k, lt in prepared.languages.items():
         used, text = budgets[k], lt.train_chars
         share, note = used / total, ""
-        if sample_chars is not None and used >= max_repeats * text and share < shares[k] * 0.999:
-            note = (f"{k}: capped at {used:,} characters ({max_repeats}x its {text:,}): a {share:.1%} share "
+        if sample_chars is not None and used >= limit * text and share < shares[k] * 0.999:
+            note = (f"{k}: capped at {used:,} characters ({limit}x its {text:,}): a {share:.1%} share "
                     f"instead of {shares[k]:.1%} (too little text; --max-repeats allows more cycling)")
         elif used > text:
             note = f"{k}: its {text:,} training characters are cycled {used / text:.2f} times to reach its share"
+            if max_repeats is None:
+                note += " (a sample grown for the vocabulary; --max-repeats 1 never cycles)"
         elif k == bound:
             note = (f"{k}: its {text:,} characters bound the sample ({total:,} in all): the other languages use "
                     "only part of their text")

@@ -260,3 +260,30 @@ def test_a_held_document_is_dropped_when_training_lines_make_up_most_of_it(tmp_p
             paras[11]]  # a new line: measured
     kept = sampling.drop_duplicates_of_training([held], train, sampling.DedupConfig())
     assert kept == [held[3:]]
+
+
+def test_the_default_cycles_only_a_sample_too_small_for_the_vocabulary_and_keeps_the_shares(prepared):
+    shares = {"bn": 0.7, "en": 0.3}
+    text = {k: lt.train_chars for k, lt in prepared.languages.items()}
+    once = sampling.sample_budgets(prepared, shares, None, 1)
+    assert max(once[k] / text[k] for k in once) == pytest.approx(1, abs=1e-4)  # the scarce language bounds it
+    total = sum(once.values())
+    # big enough: as never cycled
+    assert sampling.sample_budgets(prepared, shares, None, None, min_chars=total) == once
+    # too small: grown to the floor, every share kept, nobody past AUTO_REPEATS
+    grown = sampling.sample_budgets(prepared, shares, None, None, min_chars=int(total * 1.5))
+    assert sum(grown.values()) == pytest.approx(total * 1.5, rel=1e-4)
+    assert all(grown[k] / sum(grown.values()) == pytest.approx(shares[k], rel=1e-4) for k in shares)
+    # a floor past what AUTO_REPEATS allows: the scarce language cycled at most that often, and the sample no
+    # larger than the one in which the other language is used whole (cycling both gains no text)
+    most = sampling.sample_budgets(prepared, shares, None, None, min_chars=total * 100)
+    assert max(most[k] / text[k] for k in most) <= sampling.AUTO_REPEATS * (1 + 1e-4)
+    assert min(most[k] / text[k] for k in most) == pytest.approx(1, abs=1e-4)
+    assert sum(most.values()) > total * 1.5
+    # asked for never (1) or a sample size: no cycling, whatever the floor
+    assert sampling.sample_budgets(prepared, shares, None, 1, min_chars=total * 100) == once
+    fixed = sampling.sample_budgets(prepared, shares, 50_000, None, min_chars=total * 100)
+    assert fixed == sampling.sample_budgets(prepared, shares, 50_000, 1)
+    # and the report says why the text was cycled
+    notes = [v.note for v in sampling.describe_sample(prepared, shares, None, None, total * 100).values() if v.note]
+    assert notes and all("cycled" in n and "--max-repeats 1 never cycles" in n for n in notes)
