@@ -160,12 +160,14 @@ def analyze(
             _add_samples(samples.setdefault(lang, []), docs)
             total.documents += len(docs)
             total.chars += sum(map(len, docs))
-            total.bytes += sum(len(d.encode("utf-8")) for d in docs)
             if detail_every == 1:
                 units = [(0, docs)]
             else:
                 units = _sampled_blocks(docs, blocks.setdefault(lang, [0, 0]), detail_every)
             prepared = [(block, prepare_batch(u)) for block, u in units]
+            # a batch laid out whole has its bytes counted already
+            total.bytes += (int(prepared[0][1].scripted.char_to_byte[-1]) if detail_every == 1
+                            else sum(len(d.encode("utf-8")) for d in docs))
             for i, tok in enumerate(toks):
                 start = time.perf_counter()
                 if detail_every > 1:  # the exact token count of every document: the encoder's own call

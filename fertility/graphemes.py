@@ -50,28 +50,35 @@ def _unicode_version() -> str:
 UNICODE_VERSION: str = _unicode_version()
 REGEX_VERSION: str = regex.__version__
 
-_known = np.zeros(0x110000, dtype=bool)
 _gcb_table = np.zeros(0x110000, dtype=np.int8)
 _incb_table = np.zeros(0x110000, dtype=np.int8)
 _pict_table = np.zeros(0x110000, dtype=bool)
-# Classes the array path handles; a document with any other sends that document to the sequential rules.
 _SIMPLE = np.zeros(14, dtype=bool)
 _SIMPLE[[OTHER, LF, CONTROL, EXTEND, ZWJ, SPACING_MARK]] = True
+# What the array path reads of a character, one bit each, in one table (one lookup per character): GB9/GB9a,
+# no break before it (Extend, ZWJ, SpacingMark); GB4, always a break after it (a control or LF); an InCB Linker
+# (GB9c); outside the classes the array path handles, or Extended_Pictographic (its document goes to the
+# sequential rules); an InCB Consonant; an InCB Extend; classified (the table holds it).
+_JOINS, _BREAKS_AFTER, _LINKER, _COMPLEX, _CONSONANT, _EXTEND, _KNOWN = 1, 2, 4, 8, 16, 32, 128
+_flags_table = np.zeros(0x110000, dtype=np.uint8)
 
 
 def _classify(cps: np.ndarray) -> None:
     """Fill the property tables for code points seen for the first time (each costs a few regex matches once)."""
-    unseen = ~_known[cps]
+    unseen = _flags_table[cps] < _KNOWN
     if not unseen.any():
         return
     for cp in np.unique(cps[unseen]).tolist():
         ch = chr(cp)
         m = _GCB.match(ch)
-        _gcb_table[cp] = _GCB_NAMES[m.lastgroup] if m else OTHER
+        gcb = _gcb_table[cp] = _GCB_NAMES[m.lastgroup] if m else OTHER
         m = _INCB.match(ch)
-        _incb_table[cp] = _INCB_NAMES[m.lastgroup] if m else INCB_NONE
-        _pict_table[cp] = _PICT.match(ch) is not None
-        _known[cp] = True
+        incb = _incb_table[cp] = _INCB_NAMES[m.lastgroup] if m else INCB_NONE
+        pict = _pict_table[cp] = _PICT.match(ch) is not None
+        _flags_table[cp] = (_KNOWN | _JOINS * (gcb in (EXTEND, ZWJ, SPACING_MARK))
+                            | _BREAKS_AFTER * (gcb in (CONTROL, LF)) | _LINKER * (incb == INCB_LINKER)
+                            | _COMPLEX * (pict or not _SIMPLE[gcb]) | _CONSONANT * (incb == INCB_CONSONANT)
+                            | _EXTEND * (incb == INCB_EXTEND))
 
 
 def cluster_starts(cps: np.ndarray, doc_char_start: np.ndarray) -> np.ndarray:
@@ -84,49 +91,48 @@ def cluster_starts(cps: np.ndarray, doc_char_start: np.ndarray) -> np.ndarray:
     starts = np.ones(n, dtype=bool)
     if n == 0:
         return starts
-    _classify(cps)
-    gcb = _gcb_table[cps]
-    incb = _incb_table[cps]
+    flags = _flags_table[cps]
+    if flags.min() < _KNOWN:
+        _classify(cps)
+        flags = _flags_table[cps]
     bounds = doc_char_start[:-1]
-    first = np.zeros(n, dtype=bool)
-    first[bounds[bounds < n]] = True
-    # GB9, GB9a: no break before Extend, ZWJ, SpacingMark; GB4 first: always a break after a control or LF.
-    prev_gcb = np.concatenate([[CONTROL], gcb[:-1]])
-    join = ((gcb == EXTEND) | (gcb == ZWJ) | (gcb == SPACING_MARK)) & (prev_gcb != CONTROL) & (prev_gcb != LF)
-    linker = incb == INCB_LINKER
+    bounds = bounds[bounds < n]
+    starts[1:] = (flags[1:] & _JOINS == 0) | (flags[:-1] & _BREAKS_AFTER != 0)
+    linker = flags & _LINKER != 0
     if linker.any():  # GB9c; no virama in the batch, no conjunct (most non-Indic batches skip this)
-        join |= _gb9c(incb, linker, first)
-    starts = ~join | first
-    pict = _pict_table[cps]
-    complex_char = ~_SIMPLE[gcb] | pict
+        starts[_gb9c(flags, linker, bounds)] = False
+    starts[bounds] = True
+    complex_char = flags & _COMPLEX != 0
     if complex_char.any():
-        seen = np.concatenate([[0], np.cumsum(complex_char)])
+        seen = np.concatenate([[0], np.cumsum(complex_char, dtype=np.int32)])
         for d in np.flatnonzero(seen[doc_char_start[1:]] > seen[doc_char_start[:-1]]).tolist():
             a, b = int(doc_char_start[d]), int(doc_char_start[d + 1])
             if a < b:
-                starts[a:b] = cluster_starts_sequential(gcb[a:b], incb[a:b], pict[a:b])
+                starts[a:b] = cluster_starts_sequential(_gcb_table[cps[a:b]], _incb_table[cps[a:b]],
+                                                        _pict_table[cps[a:b]])
     return starts
 
 
-def _gb9c(incb: np.ndarray, linker: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """True at each consonant that GB9c joins to what precedes it.
+def _gb9c(flags: np.ndarray, linker: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
+    """The positions of the consonants that GB9c joins to what precedes them.
 
     That is a consonant whose preceding run of InCB=Extend/Linker characters (in its document) holds at least
-    one Linker and is itself preceded by an InCB=Consonant in the same document.
+    one Linker and is itself preceded by an InCB=Consonant in the same document. Only a consonant right after
+    such a run can be one, and the runs are short (a virama, a ZWJ): each is walked back from its consonant.
     """
-    n = incb.size
-    positions = np.arange(n)
-    in_run = linker | (incb == INCB_EXTEND)
-    # The last position before i that is not part of an Extend/Linker run (-1 if none).
-    run_end = np.maximum.accumulate(np.where(~in_run, positions, -1))
-    before = np.concatenate([[-1], run_end[:-1]])
-    doc_start = np.maximum.accumulate(np.where(first, positions, 0))
-    linkers = np.cumsum(linker)
-    prev_linkers = np.concatenate([[0], linkers[:-1]])
-    anchor = before.clip(0)
-    has_linker = prev_linkers - linkers[anchor] > 0
-    anchored = (before >= doc_start) & (incb[anchor] == INCB_CONSONANT)
-    return (incb == INCB_CONSONANT) & anchored & has_linker
+    in_run = (flags & (_LINKER | _EXTEND)) != 0
+    cand = np.flatnonzero((flags[1:] & _CONSONANT != 0) & in_run[:-1]) + 1
+    before = cand - 1  # walks back to the last position before the run (-1: none)
+    has_linker = np.zeros(cand.size, dtype=bool)
+    live = np.arange(cand.size)
+    while live.size:
+        has_linker[live] |= linker[before[live]]
+        before[live] -= 1
+        live = live[before[live] >= 0]
+        live = live[in_run[before[live]]]
+    doc_start = doc_starts[np.searchsorted(doc_starts, cand, "right") - 1]
+    anchored = (before >= doc_start) & (flags[before.clip(0)] & _CONSONANT != 0)
+    return cand[anchored & has_linker]
 
 
 def cluster_starts_sequential(gcb: np.ndarray, incb: np.ndarray, pict: np.ndarray) -> np.ndarray:

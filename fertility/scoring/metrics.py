@@ -25,16 +25,15 @@ Definitions (all counts in the :class:`Metrics` of a script or language):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fertility.scripts import SCRIPT_NAMES, ScriptedBatch, is_mark, is_space, scripted_batch
-from fertility.tokenizers import Tokenizer, worker_pool
+from fertility.tokenizers import Tokenizer
 
 N_SCRIPTS = len(SCRIPT_NAMES)
-THREAD_MIN_BYTES = 64 * 1024
 # Word pre-tokenizers give at least one piece per word (more with punctuation and spaces); phrase pre-tokenizers
 # give one per several words (about 0.1 on the shipped sample).
 PHRASE_PIECES_PER_WORD = 0.8
@@ -137,58 +136,74 @@ def _round(x):
 
 @dataclass
 class Batch:
-    """A batch of documents laid out independently of any tokenizer."""
+    """A batch of documents laid out independently of any tokenizer.
+
+    Token spans are UTF-8 byte offsets; a byte position is looked up through the character it falls in
+    (``byte_char``), so the per-character arrays serve bytes too: one per-byte array instead of four, each a
+    pass over 2.7 M bytes for 1 M Bangla characters (benchmarks/results/2026-12-03-fertility-exact).
+    """
 
     texts: list[str]
     scripted: ScriptedBatch
-    byte_script: np.ndarray  # script of every UTF-8 byte
-    byte_runs: np.ndarray  # per byte position (0..n_bytes): how many script changes precede it
-    char_runs: np.ndarray  # the same over characters
-    cluster_start_byte: np.ndarray  # bool over byte positions 0..n_bytes: a cluster (or document) starts here
-    char_start_byte: np.ndarray  # bool over byte positions 0..n_bytes: a character starts here
-    word_start: np.ndarray  # global byte offsets of words
+    byte_char: np.ndarray | None  # per byte position (0..n_bytes): its character (n at the end); None: ASCII
+    # (a byte is a character)
+    char_runs: np.ndarray  # per character position (0..n): how many script changes precede it
+    cluster_start_char: np.ndarray  # bool over character positions 0..n: a cluster (or document) starts here
+    word_start: np.ndarray  # global character offsets of words
     word_end: np.ndarray
     word_script: np.ndarray
     static: dict[str, np.ndarray]  # tokenizer-independent per-script counts: chars, graphemes, bytes, words
+
+    def chars(self, pos: np.ndarray) -> np.ndarray:
+        """The character each byte position (0..n_bytes) falls in."""
+        return pos if self.byte_char is None else self.byte_char[pos]
+
+    @property
+    def scripts(self) -> np.ndarray:
+        """The scripts the batch's characters are in (a few)."""
+        return np.flatnonzero(self.static["chars"])
 
 
 def prepare_batch(texts: Sequence[str]) -> Batch:
     """Scripts, clusters, characters and words of a batch, as arrays (see the module docstring)."""
     texts = list(texts)
     sb = scripted_batch(texts)
-    n_bytes = int(sb.char_to_byte[-1])
-    byte_script = np.repeat(sb.char_script, sb.char_bytes)
-    cluster_start_byte = np.zeros(n_bytes + 1, dtype=bool)
-    cluster_start_byte[sb.char_to_byte[sb.cluster_start]] = True
-    cluster_start_byte[sb.doc_byte_start] = True
-    char_start_byte = np.zeros(n_bytes + 1, dtype=bool)
-    char_start_byte[sb.char_to_byte] = True
-
-    space = is_space(sb.cps)
     n = sb.cps.size
-    doc_first = np.zeros(n + 1, dtype=bool)
-    doc_first[sb.doc_char_start] = True
-    prev_space = np.concatenate([[True], space[:-1]]) | doc_first[:n]
-    next_space = np.concatenate([space[1:], [True]]) | doc_first[1:]
-    starts = np.flatnonzero(~space & prev_space)
-    ends = np.flatnonzero(~space & next_space) + 1
+    n_bytes = int(sb.char_to_byte[-1])
+    byte_char = None
+    if n_bytes != n:
+        byte_char = np.empty(n_bytes + 1, dtype=np.int32)
+        byte_char[:-1] = np.repeat(np.arange(n, dtype=np.int32), sb.char_bytes)
+        byte_char[-1] = n
+    cluster_start_char = np.zeros(n + 1, dtype=bool)
+    cluster_start_char[sb.cluster_start] = True
+    cluster_start_char[sb.doc_char_start] = True
+
+    # words: maximal runs of non-space characters within a document
+    edge = np.zeros(n + 1, dtype=bool)
+    edge[sb.doc_char_start] = True
+    solid = np.zeros(n + 2, dtype=bool)
+    solid[1:-1] = ~is_space(sb.cps)
+    starts = np.flatnonzero(solid[1:-1] & (~solid[:-2] | edge[:-1]))
+    ends = np.flatnonzero(solid[1:-1] & (~solid[2:] | edge[1:])) + 1
+    # per position 0..n, the script changes before it (equal values: one script between); chars, bytes and
+    # clusters counted per run of one script, of which a batch has a few thousand (the sums are of whole
+    # numbers, so the floats are those of counting character by character)
+    change = sb.char_script[1:] != sb.char_script[:-1]
+    runs = np.zeros(n + 1, dtype=np.int32)  # summed in the array's own type: 0.6 ms against 4.5 ms into int64
+    if n:
+        np.cumsum(change, dtype=np.int32, out=runs[1:n])
+        runs[n] = runs[n - 1]
+    bounds = np.concatenate([[0], np.flatnonzero(change) + 1, [n]]) if n else np.zeros(1, dtype=np.int64)
+    run_script = sb.char_script[bounds[:-1]]
+    clusters = np.searchsorted(sb.cluster_start, bounds)
     static = {
-        "chars": np.bincount(sb.char_script, minlength=N_SCRIPTS).astype(np.float64),
-        "graphemes": np.bincount(sb.cluster_script, minlength=N_SCRIPTS).astype(np.float64),
-        "bytes": np.bincount(byte_script, minlength=N_SCRIPTS).astype(np.float64),
+        "chars": np.bincount(run_script, weights=np.diff(bounds), minlength=N_SCRIPTS),
+        "graphemes": np.bincount(run_script, weights=np.diff(clusters), minlength=N_SCRIPTS),
+        "bytes": np.bincount(run_script, weights=np.diff(sb.char_to_byte[bounds]), minlength=N_SCRIPTS),
         "words": np.bincount(sb.char_script[starts], minlength=N_SCRIPTS).astype(np.float64),
     }
-    return Batch(texts, sb, byte_script, _runs(byte_script), _runs(sb.char_script), cluster_start_byte,
-                 char_start_byte, sb.char_to_byte[starts], sb.char_to_byte[ends], sb.char_script[starts], static)
-
-
-def _runs(script: np.ndarray) -> np.ndarray:
-    """For each position 0..n, the number of script changes before it: equal values = one script between."""
-    runs = np.zeros(script.size + 1, dtype=np.int64)
-    if script.size:
-        np.cumsum(script[1:] != script[:-1], out=runs[1:script.size])
-        runs[script.size] = runs[script.size - 1]
-    return runs
+    return Batch(texts, sb, byte_char, runs, cluster_start_char, starts, ends, sb.char_script[starts], static)
 
 
 @dataclass
@@ -259,38 +274,54 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     counts = Counts(tok.vocab_size, documents=len(batch.texts))
     for name, arr in batch.static.items():
         counts.arrays[name] = arr.copy()
-    # The pre-tokenizer's pieces are found on another thread while this one encodes (both release the GIL);
-    # a small batch (a sampled block) is not worth waking a thread for.
-    if n_bytes >= THREAD_MIN_BYTES:
-        pieces = worker_pool().submit(tok.pretokenize_batch, batch.texts).result
-    else:
-        found = tok.pretokenize_batch(batch.texts)
-        pieces = lambda: found  # noqa: E731 (the same call shape as the future's result)
+    # The pre-tokenizer's pieces are found on this thread: each library encodes on every core already, and a
+    # thread beside it cost CPU time (gpt2 on 1 M Bangla characters: 1.88 s against 1.78 s found here; HF's
+    # thread pool spins while it waits; benchmarks/results/2026-12-03-fertility-exact).
+    pieces = tok.pretokenize_batch(batch.texts)
     spans = tok.encode_spans(batch.texts)
     counts.token_total = int(spans.counts.sum())
     if counts.token_total == 0 or n_bytes == 0:
-        pieces()
         return counts
-    doc = np.repeat(np.arange(len(batch.texts)), spans.counts)
-    gs = sb.doc_byte_start[doc] + spans.starts
-    ge = sb.doc_byte_start[doc] + spans.ends
-    at = np.minimum(gs, sb.doc_byte_start[doc + 1] - 1).clip(0, n_bytes - 1)
+    offset = np.repeat(sb.doc_byte_start[:-1], spans.counts)
+    gs = offset + spans.starts
+    ge = offset + spans.ends
+    char_script, runs = sb.char_script, batch.char_runs
+    # A token counts for the script of the byte it starts at; an empty one at its document's end (there is
+    # no such byte), of the document's last byte.
+    at = gs
+    empty = np.flatnonzero(ge <= gs)
+    if empty.size:
+        doc = np.searchsorted(np.cumsum(spans.counts), empty, "right")
+        at = gs.copy()
+        at[empty] = np.minimum(gs[empty], sb.doc_byte_start[doc + 1] - 1).clip(0, n_bytes - 1)
+    first_char = batch.chars(at)
+    script = char_script[first_char]
+    if empty.size:
+        first_char = batch.chars(gs)
+    last_char = batch.chars(np.maximum(ge - 1, gs))  # holding a token's last byte (an empty one's first)
+    mixed = (ge > gs) & (runs[last_char] != runs[first_char])
+    scripts = batch.scripts
+    tokens = _Placed(gs, ge, script, mixed, lambda units: char_script[batch.chars(units)], n_bytes, scripts)
 
-    def attribute(weights: np.ndarray) -> np.ndarray:
-        return _attribute(gs, ge, at, weights, batch.byte_script, batch.byte_runs)
-
-    counts.arrays["tokens"] = attribute(np.ones(gs.size))
+    counts.arrays["tokens"] = tokens.attribute()
     if spans.unk.any():
-        counts.arrays["unk_tokens"] = attribute(spans.unk.astype(np.float64))
+        counts.arrays["unk_tokens"] = tokens.attribute(spans.unk)
     if spans.byte_fallback.any():
-        counts.arrays["byte_fallback_tokens"] = attribute(spans.byte_fallback.astype(np.float64))
+        counts.arrays["byte_fallback_tokens"] = tokens.attribute(spans.byte_fallback)
 
-    middle = np.where(ge > gs, (gs + ge - 1) // 2, at).clip(0, n_bytes - 1)
-    token_script = batch.byte_script[middle]
-    for sid in np.unique(token_script).tolist():
+    # A token's script for its vocabulary type is its middle byte's: the script it counts for, unless it
+    # spans a script change.
+    token_script = script
+    across = np.flatnonzero(mixed)
+    if across.size:
+        token_script = script.copy()
+        token_script[across] = char_script[batch.chars((gs[across] + ge[across] - 1) // 2)]
+    for sid in scripts.tolist():
+        ids = spans.ids if scripts.size == 1 else spans.ids[token_script == sid]
+        if not ids.size:
+            continue
         used = counts._used(sid, tok.vocab_size)
-        ids = spans.ids[token_script == sid]
-        if ids.size and int(ids.max()) >= used.size:
+        if int(ids.max()) >= used.size:
             used = counts._used(sid, int(ids.max()) + 1)
         used[ids] = True
 
@@ -299,44 +330,94 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
     inner = np.ones(gs.size, dtype=bool)
     inner[last] = False
     pos = ge[inner]
-    pos_script = batch.byte_script[pos.clip(0, n_bytes - 1)]
-    counts.arrays["boundaries"] = np.bincount(pos_script, minlength=N_SCRIPTS).astype(np.float64)
-    broken = ~batch.cluster_start_byte[pos]
-    counts.arrays["broken_boundaries"] = np.bincount(pos_script[broken], minlength=N_SCRIPTS).astype(np.float64)
-    split = ~batch.char_start_byte[pos]
-    counts.arrays["split_char_boundaries"] = np.bincount(pos_script[split], minlength=N_SCRIPTS).astype(np.float64)
+    char = batch.chars(pos)
+    pos_script = char_script[np.minimum(char, char_script.size - 1)]
+    counts.arrays["boundaries"] = _per_script(pos_script, scripts)
+    char_start = sb.char_to_byte[char] == pos
+    broken = ~(char_start & batch.cluster_start_char[char])
+    counts.arrays["broken_boundaries"] = _per_script(pos_script[broken], scripts)
+    counts.arrays["split_char_boundaries"] = _per_script(pos_script[~char_start], scripts)
 
-    # Word statistics: tokens overlapping each word [ws, we): those with start < we and end > ws.
+    # Word statistics: tokens overlapping each word [ws, we): those with start < we and end > ws, counted by
+    # character (a word starts and ends on characters): a token starts before a word's end when the character
+    # of its first byte does; it ends by the word's start when the character of its last byte (none: -1) is
+    # before it.
     if batch.word_start.size:
-        n_overlap = np.searchsorted(_sorted(gs), batch.word_end, "left") - np.searchsorted(
-            _sorted(ge), batch.word_start, "right")
+        if empty.size:
+            last_char[empty] = np.where(ge[empty] > 0, batch.chars((ge[empty] - 1).clip(0)), -1)
+        n_chars = char_script.size
+        n_overlap = _below(first_char, batch.word_end, n_chars) - _below(last_char, batch.word_start, n_chars)
         counts.arrays["word_tokens"] = np.bincount(batch.word_script, weights=n_overlap, minlength=N_SCRIPTS)
         counts.arrays["continued_words"] = np.bincount(batch.word_script[n_overlap > 1],
                                                        minlength=N_SCRIPTS).astype(np.float64)
-    _count_pretokens(batch, counts, *pieces())
+    _count_pretokens(batch, counts, *pieces)
     return counts
 
 
-def _sorted(a: np.ndarray) -> np.ndarray:
-    """``a`` sorted; spans that tile their texts (byte-level BPE) already are, and checking is cheaper."""
-    return a if a.size < 2 or bool((a[1:] >= a[:-1]).all()) else np.sort(a)
-
-
-def _attribute(gs, ge, at, weights, unit_script, runs) -> np.ndarray:
-    """Spread each span's weight evenly over its units; an empty span gives its weight to the unit at ``at``.
-
-    Spans inside one script (nearly all) are counted whole, exactly; only spans across a script change are
-    spread, through a density over the units.
-    """
-    n_units = unit_script.size
-    mixed = (ge > gs) & (runs[np.maximum(ge - 1, gs)] != runs[gs])
-    out = np.bincount(unit_script[at[~mixed]], weights=weights[~mixed], minlength=N_SCRIPTS).astype(np.float64)
-    if mixed.any():
-        w = weights[mixed] / (ge[mixed] - gs[mixed])
-        density = np.cumsum(np.bincount(gs[mixed], weights=w, minlength=n_units + 1)
-                            - np.bincount(ge[mixed], weights=w, minlength=n_units + 1))[:n_units]
-        out += np.bincount(unit_script, weights=density, minlength=N_SCRIPTS)
+def _per_script(values: np.ndarray, scripts: np.ndarray) -> np.ndarray:
+    """How many of ``values`` are each of ``scripts`` (all the values' scripts, a few), as floats: a comparison
+    per script costs less than a bincount of millions of small integers (gpt2's 2.3 M tokens of 1 M Bangla
+    characters: 4 ms against 10 ms)."""
+    out = np.zeros(N_SCRIPTS)
+    for sid in scripts.tolist():
+        out[sid] = np.count_nonzero(values == sid)
     return out
+
+
+def _below(values: np.ndarray, limits: np.ndarray, n: int) -> np.ndarray:
+    """For each limit, how many of ``values`` (-1..n) are below it: a running count over the n characters."""
+    return np.cumsum(np.bincount(values + 1, minlength=n + 2))[limits]
+
+
+@dataclass
+class _Placed:
+    """Spans over a batch's units (bytes or characters), ready to be attributed to scripts.
+
+    A span inside one script (nearly all) counts whole, exactly, for the script of one unit (``script``, the
+    unit at its start); a span across a script change (``mixed``) is spread evenly over its units. Counting
+    gives the same floats as summing a weight of one per span, as this was once written.
+    """
+
+    starts: np.ndarray  # global unit offsets
+    ends: np.ndarray
+    script: np.ndarray
+    mixed: np.ndarray  # the span's units are in more than one run of one script (``Batch.char_runs``)
+    unit_script: Callable[[np.ndarray], np.ndarray]  # the script of given units
+    n_units: int
+    scripts: np.ndarray  # the scripts there are (``Batch.scripts``)
+
+    def attribute(self, which: np.ndarray | None = None) -> np.ndarray:
+        """Per script, the spans (those where ``which``, else all) spread over their units; an empty span
+        counts for the unit at its start."""
+        if which is None:
+            out = _per_script(self.script, self.scripts) - _per_script(self.script[self.mixed], self.scripts)
+        else:
+            out = _per_script(self.script[which & ~self.mixed], self.scripts)
+        spread = self.mixed if which is None else which & self.mixed
+        if spread.any():
+            out += _spread(self.starts[spread], self.ends[spread], self.unit_script, self.n_units)
+        return out
+
+
+def _spread(starts: np.ndarray, ends: np.ndarray, unit_script: Callable[[np.ndarray], np.ndarray],
+            n_units: int) -> np.ndarray:
+    """Per script, the sum over units of a density: each span adds 1/length to each of its units.
+
+    The sums are those of the density laid over every unit (a running sum of +w at each start and -w at each
+    end), added unit by unit in order; only units where that density is not exactly zero are visited, which
+    gives the same floating-point sums, since adding zero changes none, at the cost of the spans' units alone.
+    """
+    weight = 1.0 / (ends - starts)
+    events, where = np.unique(np.concatenate([starts, ends]), return_inverse=True)
+    delta = (np.bincount(where[:starts.size], weights=weight, minlength=events.size)
+             - np.bincount(where[starts.size:], weights=weight, minlength=events.size))
+    level = np.cumsum(delta)  # the density from each event to the next
+    seg_start = events.clip(max=n_units)
+    seg_end = np.append(events[1:], n_units).clip(max=n_units)
+    keep = (level != 0) & (seg_end > seg_start)
+    lengths = seg_end[keep] - seg_start[keep]
+    units = np.repeat(seg_start[keep] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+    return np.bincount(unit_script(units), weights=np.repeat(level[keep], lengths), minlength=N_SCRIPTS)
 
 
 def _count_pretokens(batch: Batch, counts: Counts, starts: np.ndarray, ends: np.ndarray, per_doc: np.ndarray) -> None:
@@ -347,7 +428,10 @@ def _count_pretokens(batch: Batch, counts: Counts, starts: np.ndarray, ends: np.
     offset = np.repeat(sb.doc_char_start[:-1], per_doc)
     cs, ce = starts + offset, ends + offset
     at = np.minimum(cs, n_chars - 1)
-    counts.arrays["pretokens"] = _attribute(cs, ce, at, np.ones(cs.size), sb.char_script, batch.char_runs)
+    char_script, runs = sb.char_script, batch.char_runs
+    mixed = (ce > cs) & (runs[np.maximum(ce - 1, cs)] != runs[cs])
+    pieces = _Placed(cs, ce, char_script[at], mixed, lambda c: char_script[c], n_chars, batch.scripts)
+    counts.arrays["pretokens"] = pieces.attribute()
     first = np.zeros(n_chars + 1, dtype=bool)
     first[sb.doc_char_start] = True
     starts = cs[(cs < n_chars) & ~first[cs]]

@@ -39,7 +39,7 @@ WORKERS = max(2, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaf
 
 @functools.cache
 def worker_pool() -> ThreadPoolExecutor:
-    """Threads for work that releases the GIL (tiktoken's BPE, ``regex`` with ``concurrent=True``), made once."""
+    """Threads for work that releases the GIL (tiktoken's BPE), made once."""
     return ThreadPoolExecutor(WORKERS, thread_name_prefix="fertility")
 
 
@@ -353,13 +353,41 @@ def read_maybe_gzip(path: Path) -> bytes:
 
 
 
+_in_piece = np.zeros(0x110000, dtype=bool)  # a character WHITESPACE_PIECES takes into a piece
+_in_piece_known = np.zeros(0x110000, dtype=bool)
+
+
+def whitespace_pieces(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, counts) of ``WHITESPACE_PIECES``' matches in every text (local character offsets), on
+    arrays: its matches are the maximal runs of characters it matches one by one, so a table of which characters
+    those are (filled once per code point, by the pattern itself) is all it takes, not a match object per piece
+    (the sentencepiece pieces of 1 M Bangla characters: 0.1 s with ``finditer``)."""
+    cps = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    unseen = ~_in_piece_known[cps]
+    if unseen.any():
+        for cp in np.unique(cps[unseen]).tolist():
+            _in_piece[cp] = WHITESPACE_PIECES.fullmatch(chr(cp)) is not None
+            _in_piece_known[cp] = True
+    doc_char = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=doc_char[1:])
+    edge = np.zeros(cps.size + 1, dtype=bool)  # a text starts (or the last one ends) before this character
+    edge[doc_char] = True
+    solid = np.zeros(cps.size + 2, dtype=bool)  # padded with a non-piece character at each end
+    solid[1:-1] = _in_piece[cps]
+    starts = np.flatnonzero(solid[1:-1] & (~solid[:-2] | edge[:-1]))
+    ends = np.flatnonzero(solid[1:-1] & (~solid[2:] | edge[1:])) + 1
+    counts = np.diff(np.searchsorted(starts, doc_char))
+    offset = np.repeat(doc_char[:-1], counts)
+    return starts - offset, ends - offset, counts
+
+
 def regex_pieces(pattern: regex.Pattern, texts: Sequence[str]):
     """(starts, ends, counts) of ``pattern``'s matches when they tile every text, else None.
 
     Byte-level BPE patterns match every character, so the matches' lengths are all that is needed, and
     ``findall`` is the cheapest way to get them.
     """
-    pieces = [pattern.findall(t, concurrent=True) for t in texts]  # lets encoding run alongside (count_tokens)
+    pieces = [pattern.findall(t) for t in texts]
     counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
     lengths = np.fromiter(map(len, chain.from_iterable(pieces)), dtype=np.int64, count=int(counts.sum()))
     per_text = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))

@@ -128,9 +128,12 @@ class HFTokenizer(Tokenizer):
             normed_bytes = _utf8_lengths(normed) if norm is not None else text_bytes
             if np.array_equal(normed_bytes, text_bytes):
                 ids, counts = flatten(self.encode_ids(texts))
-                lengths = self._byte_len[ids]
-                if np.array_equal(_per_text(lengths, counts), text_bytes):
-                    starts, ends = tile(lengths, counts)
+                starts, ends = tile(self._byte_len[ids], counts)
+                # each text's tokens, laid end to end, must end where the text does (read off the spans: a
+                # per-token sum cost 40 ms of gpt2's 1 M Bangla characters)
+                totals = np.zeros(counts.size, dtype=np.int64)
+                totals[counts > 0] = ends[(np.cumsum(counts) - 1)[counts > 0]]
+                if np.array_equal(totals, text_bytes):
                     unk, byte = self._flags(ids)
                     return Spans(ids, starts, ends, counts, unk, byte)
                 normed = None

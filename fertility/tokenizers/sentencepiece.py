@@ -1,5 +1,6 @@
 """sentencepiece models (any file name): byte spans from the pieces' lengths, checked against the text, else
-from the library's own byte offsets."""
+the library's own byte offsets, computed on arrays (:mod:`~fertility.tokenizers.spm_alignment`) or, where that
+does not model the text, read from the library."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ from fertility.tokenizers.base import (
     flatten,
     in_one_thread,
     sha256_files,
+    whitespace_pieces,
 )
+from fertility.tokenizers.spm_alignment import Alignment
+
+# Below this many characters the library's offsets are the cheaper: the arrays cost about 0.6 ms a call, the
+# protobuf about 0.6 us a character of Bangla (benchmarks/results/2026-12-03-fertility-exact); the viewer's few
+# sentences take the library's.
+ALIGN_MIN_CHARS = 1000
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -32,7 +40,8 @@ class SentencePieceTokenizer(Tokenizer):
         super().__init__()
         self._sp = spm.SentencePieceProcessor()
         try:
-            self._sp.LoadFromSerializedProto(path.read_bytes())
+            proto = path.read_bytes()
+            self._sp.LoadFromSerializedProto(proto)
         except (RuntimeError, OSError) as e:
             raise TokenizerLoadError(f"{path}: not a sentencepiece model ({e})") from None
         self.name, self.path = name, str(path)
@@ -48,6 +57,7 @@ class SentencePieceTokenizer(Tokenizer):
         self._starts_with_space = np.array([p.startswith("\u2581") for p in pieces], dtype=np.int64)
         self.bos_id = sp.bos_id() if sp.bos_id() >= 0 else None
         self.eos_id = sp.eos_id() if sp.eos_id() >= 0 else None
+        self._alignment = Alignment(sp, proto)
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return self._sp.encode(list(texts), add_bos=False, add_eos=False, num_threads=1 if in_one_thread() else None)
@@ -55,8 +65,10 @@ class SentencePieceTokenizer(Tokenizer):
     def encode_spans(self, texts: Sequence[str]) -> Spans:
         """Spans from each piece's byte length (``▁`` is one space byte, a byte piece one byte), laid end to
         end: exact whenever they add up to the text's bytes (plus the dummy-prefix space), i.e. when the
-        normaliser changed no length and no piece is UNK. The other texts take the library's offsets
-        (its protobuf output costs several times the encoding, so it is the exception, not the rule)."""
+        normaliser changed no length and no piece is UNK. The other texts take the library's offsets: computed
+        from its normaliser's tables (:class:`~fertility.tokenizers.spm_alignment.Alignment`), or read from its
+        protobuf output for a text the tables do not model (several times the encoding: the exception, not the
+        rule)."""
         texts = list(texts)
         ids_lists = self._sp.encode(texts, add_bos=False, add_eos=False)
         ids, counts = flatten(ids_lists)
@@ -74,29 +86,43 @@ class SentencePieceTokenizer(Tokenizer):
         totals = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=lengths, minlength=len(texts))
         unk = self._unk_table[ids] if ids.size else np.zeros(0, dtype=bool)
         has_unk = np.bincount(np.repeat(np.arange(len(texts)), counts), weights=unk, minlength=len(texts)) > 0
-        bad = np.flatnonzero((totals != text_bytes + prefix) | has_unk | lead_space)
+        bad = (totals != text_bytes + prefix) | has_unk | lead_space
         shift = np.repeat(base + prefix, counts)
         ends = (ends - shift).clip(0)
         starts = (ends - lengths).clip(0)
-        if bad.size:
-            exact = self._library_spans([texts[i] for i in bad.tolist()])
-            bounds = np.concatenate([[0], np.cumsum(counts)])
-            xb = np.concatenate([[0], np.cumsum(exact.counts)])
-            for k, i in enumerate(bad.tolist()):
-                starts[bounds[i]:bounds[i + 1]] = exact.starts[xb[k]:xb[k + 1]]
-                ends[bounds[i]:bounds[i + 1]] = exact.ends[xb[k]:xb[k + 1]]
         unk, byte = self._flags(ids)
+        if bad.any():
+            in_bad = np.repeat(bad, counts)
+            starts[in_bad], ends[in_bad] = self._offsets([texts[i] for i in np.flatnonzero(bad).tolist()],
+                                                         ids[in_bad], counts[bad], byte[in_bad])
         return Spans(ids, starts, ends, counts, unk, byte)
 
-    def _library_spans(self, texts: list[str]) -> Spans:
+    def _offsets(self, texts: list[str], ids: np.ndarray, counts: np.ndarray,
+                 byte: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The library's byte offsets of ``texts``' pieces (``ids``, ``counts``), byte runs spread."""
+        starts, ends = np.zeros(ids.size, dtype=np.int64), np.zeros(ids.size, dtype=np.int64)
+        ok = np.zeros(len(texts), dtype=bool)
+        if self._alignment.supported and sum(map(len, texts)) > ALIGN_MIN_CHARS:
+            starts, ends, ok = self._alignment.spans(texts, ids, counts)
+        if not ok.all():
+            rest = np.repeat(~ok, counts)
+            _, starts[rest], ends[rest], _ = self._library_offsets([texts[i] for i in np.flatnonzero(~ok).tolist()])
+        return _spread_byte_runs(starts, ends, byte, counts)
+
+    def _library_offsets(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Ids, begins and ends of ``texts``' pieces as the library's protobuf output gives them, and counts."""
         protos = self._sp.encode(texts, add_bos=False, add_eos=False, return_type="proto")
         triples = [[(p.id, p.begin, p.end) for p in proto.pieces] for proto in protos]
         counts = np.fromiter(map(len, triples), dtype=np.int64, count=len(triples))
         flat = np.fromiter(chain.from_iterable(chain.from_iterable(triples)), dtype=np.int64,
                            count=3 * int(counts.sum())).reshape(-1, 3)
-        ids = flat[:, 0].copy()
+        return flat[:, 0].copy(), flat[:, 1].copy(), flat[:, 2].copy(), counts
+
+    def _library_spans(self, texts: list[str]) -> Spans:
+        """Every text's spans from the library's own offsets (what :meth:`encode_spans` must equal)."""
+        ids, begins, ends, counts = self._library_offsets(texts)
         unk, byte = self._flags(ids)
-        starts, ends = _spread_byte_runs(flat[:, 1].copy(), flat[:, 2].copy(), byte, counts)
+        starts, ends = _spread_byte_runs(begins, ends, byte, counts)
         return Spans(ids, starts, ends, counts, unk, byte)
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -105,6 +131,9 @@ class SentencePieceTokenizer(Tokenizer):
     def pretokenize(self, text: str) -> list[tuple[int, int]]:
         # sentencepiece has no regex pre-tokenizer; by default no piece crosses whitespace.
         return [m.span() for m in WHITESPACE_PIECES.finditer(text)]
+
+    def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return whitespace_pieces(texts)
 
     def token_to_id(self, token: str) -> int | None:
         i = self._sp.piece_to_id(token)

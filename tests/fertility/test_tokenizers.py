@@ -183,6 +183,20 @@ def test_regex_pretokenizer_equals_the_library(gpt2, sample_dir):
     assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [s for e in expected for s in e]
 
 
+def test_whitespace_pieces_equal_the_pattern_one_text_at_a_time(sample_dir):
+    """A sentencepiece model's pieces from a table of characters, as its pattern's matches: the characters
+    where str.isspace and the pattern's \\s disagree (U+001C-U+001F, U+0085), empty texts, edges."""
+    from fertility.text import iter_documents
+    from fertility.tokenizers.base import WHITESPACE_PIECES, whitespace_pieces
+
+    docs = ["", " ", "x", *TRICKY, "a\u001cb\u001f c\u0085d", "\u200bzero\u200cwidth", ""]
+    docs += [d.text for d in iter_documents(str(sample_dir / "bn" / "poems-pd-banglakosh.txt.gz"), max_chars=20_000)]
+    starts, ends, counts = whitespace_pieces(docs)
+    expected = [[m.span() for m in WHITESPACE_PIECES.finditer(d)] for d in docs]
+    assert counts.tolist() == [len(e) for e in expected]
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [s for e in expected for s in e]
+
+
 def test_split_regex_pretokenizer_equals_the_library(sample_dir):
     """Qwen's layout: Split(Regex, Isolated) then ByteLevel without its own regex."""
     import json

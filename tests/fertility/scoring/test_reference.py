@@ -47,12 +47,26 @@ def gpt2_nfc(shipped_tokenizers):
     return HFTokenizer(tok, "gpt2-nfc", "hf", [vocab, merges])
 
 
+@pytest.fixture(scope="module")
+def bnlp(shared_tok):
+    """A sentencepiece unigram model behind NFKC that drops extra whitespace, with UNK (no byte fallback)."""
+    return shared_tok("bnlp-bn-spm")
+
+
+@pytest.fixture(scope="module")
+def llama2(shared_tok):
+    """A sentencepiece BPE model with byte fallback and no normaliser."""
+    return shared_tok("llama2")
+
+
 def reference_spans(tok, text: str, aligned: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
     """Token ids and UTF-8 byte spans of ``text``, from the library alone.
 
     ``aligned``: take the library's character offsets, as the adapter does for a whole batch when its
     normaliser changes the length of any text in it.
     """
+    if tok.kind == "sentencepiece":
+        return _sentencepiece_spans(tok, text)
     if tok.kind == "tiktoken":
         ids = tok._enc.encode_ordinary(text)
         lengths = [len(tok._enc.decode_single_token_bytes(i)) for i in ids]
@@ -67,6 +81,23 @@ def reference_spans(tok, text: str, aligned: bool = False) -> tuple[list[int], l
             return ids, [(int(to_byte[a]), int(to_byte[b])) for a, b in enc.offsets]
     ends = np.cumsum(lengths).tolist()
     return ids, [(e - n, e) for e, n in zip(ends, lengths, strict=True)]
+
+
+def _sentencepiece_spans(tok, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """The library's own offsets of each piece (its protobuf output), except that a run of k byte pieces ending
+    at E gives the k bytes before E one to each piece (each stands for one byte)."""
+    pieces = list(tok._sp.encode(text, out_type="proto").pieces)
+    spans = [(p.begin, p.end) for p in pieces]
+    i = 0
+    while i < len(pieces):
+        j = i
+        while j < len(pieces) and tok._sp.is_byte(pieces[j].id):
+            j += 1
+        if j > i:
+            end, k = pieces[j - 1].end, j - i
+            spans[i:j] = [(end - k + m, end - k + m + 1) for m in range(k)]
+        i = max(j, i + 1)
+    return [p.id for p in pieces], spans
 
 
 def _realigned_spans(tok, text: str, enc, lengths: list[int]) -> list[tuple[int, int]]:
@@ -141,7 +172,8 @@ def reference_counts(tok, text: str, after: int | None, aligned: bool) -> tuple[
     return out, used
 
 
-@pytest.mark.parametrize("name", ["gpt2", "o200k", "gpt2_nfc"])
+@pytest.mark.parametrize("name", ["gpt2", "o200k", "gpt2_nfc", pytest.param("bnlp", marks=pytest.mark.shared),
+                                  pytest.param("llama2", marks=pytest.mark.shared)])
 def test_every_count_equals_the_reference(name, docs, request):
     tok = request.getfixturevalue(name)
     got = count_tokens(tok, prepare_batch(docs))

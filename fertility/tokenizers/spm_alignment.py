@@ -1,0 +1,333 @@
+"""sentencepiece's own piece offsets, computed on arrays for a batch of texts instead of read from the library.
+
+The library normalises a text chunk by chunk (the longest key of the model's precompiled character map, else
+one character), drops extra whitespace, adds the dummy prefix and escapes spaces as ``▁``, and keeps for every
+normalised byte the original byte offset of its chunk (``norm_to_orig``). The pieces lie end to end in the
+normalised text; a piece's ``begin`` and ``end`` are that map at its first byte and past its last one. Reading
+them from the library costs its offset-mapping or protobuf output: 2.7x and 3.7x (with reading each piece) the
+encoding itself of 1 M Bangla characters (benchmarks/results/2026-12-03-fertility-exact); here the same map
+comes from tables filled once per code point and the pieces' normalised lengths.
+
+Most characters are their own replacement, so the map is the identity shifted by a constant between the few
+that are not (a replaced character, a dropped space): those are the only ones looked at one by one. Positions
+are counted with a space as one byte (``▁`` stands for one), as the pieces' lengths are.
+
+A text is aligned here only where every step is the one modelled, and checked: each character is its own chunk
+(no two characters side by side begin a longer key of the map), no character begins a user-defined symbol, each
+character's replacement is one space or holds no space and no ``▁``, no replacement is empty where extra
+whitespace is dropped, and the pieces' lengths add up to the normalised text's. An UNK piece (a model without
+byte fallback) covers the run of chunks with no piece for any of their characters from where it starts, and
+the piece after it must start with the character that ends the run. Any other text is left to the library
+(``ok`` false). A byte piece may end inside a character, where the map says the character's start; only the
+end of a run of byte pieces is read afterwards (``sentencepiece._spread_byte_runs``), which is a character's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SPACE_SYMBOL = "\u2581"
+_N_CODEPOINTS = 0x110000
+# A character's flags, one table lookup per character: its UTF-8 bytes less one (two bits); its replacement is
+# one space; left to the library (a replacement holding a space or "▁" or over _MAX_BYTES, a user-defined
+# symbol's first character); its replacement is not itself; a key of the map goes on past it; its replacement
+# is empty; classified.
+_WIDTH, _SPACE, _OTHER, _CHANGED, _GOES_ON, _EMPTY, _KNOWN = 3, 4, 8, 16, 32, 64, 128
+_MAX_BYTES = 127
+# A chunk's characters: all without a piece of their own (an UNK run goes on); all with one (the run stops);
+# some with, some without (a run would stop inside the chunk: left to the library).
+_PIECELESS, _STOPS, _MIXED = 2, 0, 1
+_LABEL = (1 << 31) | 0xFF
+_VALUE = (1 << 31) - 1
+
+
+def _offset(unit):
+    """Where a darts-clone unit's children are, relative to it (an int or an array of them)."""
+    return (unit >> 10) << ((unit & (1 << 9)) >> 6)
+
+
+@dataclass(frozen=True)
+class _CharsMap:
+    """The precompiled character map: a darts-clone double array and the replacements its leaves point into."""
+
+    units: np.ndarray
+    replacements: bytes
+
+    @classmethod
+    def parse(cls, blob: bytes) -> _CharsMap | None:
+        if not blob:
+            return None
+        size = int.from_bytes(blob[:4], "little")
+        return cls(np.frombuffer(blob[4:4 + size], dtype="<u4").astype(np.int64), blob[4 + size:])
+
+    def root(self) -> int:
+        return _offset(int(self.units[0]))
+
+    def lookup(self, data: bytes) -> tuple[int, bytes | None]:
+        """The node after ``data`` (-1: no key starts with it) and the replacement of ``data`` when it is a key."""
+        units, node = self.units, self.root()
+        unit = 0
+        for byte in data:
+            child = node ^ byte
+            if child >= units.size or int(units[child]) & _LABEL != byte:
+                return -1, None
+            unit = int(units[child])
+            node = child ^ _offset(unit)
+        rep = None
+        if (unit >> 8) & 1:
+            start = int(units[node]) & _VALUE
+            rep = self.replacements[start:self.replacements.index(b"\0", start)]
+        return node, rep
+
+    def next_chars(self, node: int) -> list[int]:
+        """The characters some key goes on with from ``node`` (a key's second character, from its first's)."""
+        out: list[int] = []
+        stack = [(node, b"")]
+        while stack:
+            at, prefix = stack.pop()
+            for byte in self._children(at):
+                child = at ^ byte
+                data = prefix + bytes([byte])
+                try:
+                    out.append(ord(data.decode()))
+                except UnicodeDecodeError:  # not a whole character yet
+                    if len(data) < 4:
+                        stack.append((child ^ _offset(int(self.units[child])), data))
+        return out
+
+    def _children(self, node: int) -> list[int]:
+        labels = np.arange(256)
+        child = node ^ labels
+        inside = child < self.units.size
+        return labels[inside][(self.units[child[inside]] & _LABEL) == labels[inside]].tolist()
+
+
+class Alignment:
+    """The library's piece offsets for one sentencepiece model (see the module docstring)."""
+
+    def __init__(self, sp, model_proto: bytes) -> None:
+        from sentencepiece import sentencepiece_model_pb2 as pb
+
+        model = pb.ModelProto()
+        model.ParseFromString(model_proto)
+        spec = model.normalizer_spec
+        self._sp = sp
+        # Modelled: spaces escaped as "▁", the dummy prefix (if any) in front; other layouts are the library's.
+        self.supported = spec.escape_whitespaces and not model.trainer_spec.treat_whitespace_as_suffix
+        self._dummy = 1 if spec.add_dummy_prefix else 0
+        self._remove_extra = spec.remove_extra_whitespaces
+        self._map = _CharsMap.parse(spec.precompiled_charsmap)
+        user_defined = pb.ModelProto.SentencePiece.USER_DEFINED
+        self._user_first = {p.piece[0] for p in model.pieces if p.type == user_defined and p.piece}
+        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+        # A piece's bytes in the normalised text ("▁" one); a byte piece is one; an UNK piece's length is found
+        # from the text (-1); a control piece has no place in a plain encoding (-2).
+        self._norm_len = np.array([1 if sp.is_byte(i) else -1 if sp.is_unknown(i) else -2 if sp.is_control(i)
+                                   else len(p.replace(SPACE_SYMBOL, " ").encode()) for i, p in enumerate(pieces)],
+                                  dtype=np.int64)
+        self._first_char = np.array([ord(p[0]) if p else -1 for p in pieces], dtype=np.int64)
+        self._flags = np.zeros(_N_CODEPOINTS, dtype=np.uint8)
+        self._length = np.zeros(_N_CODEPOINTS, dtype=np.int16)  # its replacement's bytes (a space: one)
+        # the pairs of characters some key of the map starts with, as (first << 21 | second), sorted, and
+        # whether a character is the second of any
+        self._pairs = np.zeros(0, dtype=np.int64)
+        self._second = np.zeros(_N_CODEPOINTS, dtype=bool)
+        self._run = np.zeros(_N_CODEPOINTS, dtype=np.int8)  # _PIECELESS / _STOPS / _MIXED of its replacement
+        self._rep_first = np.zeros(_N_CODEPOINTS, dtype=np.int32)  # its replacement's first character
+        self._space_run = self._run_kind(SPACE_SYMBOL)
+
+    def _pieceless(self, ch: str) -> bool:
+        """No piece of its own: the model covers it by an UNK piece (unless a longer piece holds it)."""
+        i = self._sp.piece_to_id(ch)
+        return i == self._sp.unk_id() or self._sp.is_unused(i)
+
+    def _run_kind(self, rep: str) -> int:
+        flags = [self._pieceless(c) for c in rep]
+        return _PIECELESS if all(flags) else _STOPS if not any(flags) else _MIXED
+
+    def _classify(self, cps: np.ndarray) -> None:
+        for cp in np.unique(cps).tolist():
+            ch = chr(cp)
+            data = ch.encode()
+            node, rep = self._map.lookup(data) if self._map is not None else (-1, None)
+            rep = data if rep is None else rep
+            flags = _KNOWN | (len(data) - 1)
+            following = self._map.next_chars(node) if node >= 0 else []
+            if following:
+                flags |= _GOES_ON
+                self._pairs = np.union1d(self._pairs, (cp << 21) | np.array(following, dtype=np.int64))
+                self._second[following] = True
+            if rep == b" ":
+                flags |= _SPACE
+            elif b" " in rep or SPACE_SYMBOL.encode() in rep or ch in self._user_first or len(rep) > _MAX_BYTES:
+                flags |= _OTHER
+            flags |= _CHANGED * (rep != data) | _EMPTY * (not rep)
+            self._length[cp] = len(rep)
+            text = rep.decode()
+            self._rep_first[cp] = ord(text[0]) if text else -1
+            self._run[cp] = self._run_kind(text) if text else _PIECELESS
+            self._flags[cp] = flags
+
+    def spans(self, texts: list[str], ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, ok): the library's begin and end of each piece (``ids``; ``counts`` per text) in local
+        UTF-8 byte offsets, for the texts where ``ok``; the other texts' entries mean nothing."""
+        n_texts = len(texts)
+        joined = "".join(texts)
+        cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        n = cps.size
+        flags = self._flags[cps]
+        if n and flags.min() < _KNOWN:
+            self._classify(cps[flags < _KNOWN])
+            flags = self._flags[cps]
+        doc_char = np.zeros(n_texts + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n_texts), out=doc_char[1:])
+        c2b = np.zeros(n + 1, dtype=np.int32 if 4 * n < 2**31 else np.int64)  # see scripts.scripted_batch
+        np.cumsum((flags & _WIDTH) + 1, dtype=c2b.dtype, out=c2b[1:])
+        doc_byte = c2b[doc_char]
+        text_bytes = np.diff(doc_byte)
+        bad = np.zeros(n_texts, dtype=bool)
+        odd = np.flatnonzero(flags & (_OTHER | (_EMPTY if self._remove_extra else 0)))
+        bad[np.searchsorted(doc_char, odd, "right") - 1] = True
+        # a key longer than one character starts somewhere: that text's chunks may not be its characters
+        key_from = np.flatnonzero(flags[:-1] & _GOES_ON)
+        key_from = key_from[self._second[cps[key_from + 1]]]
+        if key_from.size:
+            pair = (cps[key_from].astype(np.int64) << 21) | cps[key_from + 1]
+            found = self._pairs[np.searchsorted(self._pairs, pair).clip(max=self._pairs.size - 1)] == pair
+            bad[np.searchsorted(doc_char, key_from[found], "right") - 1] = True
+
+        # Spaces dropped: after a space or at a text's start, and at its end, where the normalised text then
+        # ends at the dropped run's start; the dummy prefix stands where the leading spaces end.
+        final = text_bytes.copy()  # what the normalised text's end maps to (local)
+        dummy_at = np.zeros(n_texts, dtype=np.int64)
+        dropped = np.zeros(0, dtype=np.int64)
+        spaces = np.flatnonzero(flags & _SPACE)
+        if self._remove_extra and spaces.size:
+            first = np.zeros(n + 1, dtype=bool)
+            first[doc_char] = True
+            last = np.zeros(n + 1, dtype=bool)
+            last[doc_char[1:] - 1] = True
+            new_run = np.ones(spaces.size, dtype=bool)
+            new_run[1:] = spaces[1:] - 1 != spaces[:-1]
+            new_run |= first[spaces]
+            run_of = np.cumsum(new_run) - 1
+            heads = np.flatnonzero(new_run)
+            tails = np.append(heads[1:], spaces.size) - 1
+            at_end = np.zeros(heads.size, dtype=bool)
+            at_end[run_of[last[spaces]]] = True
+            drop = ~new_run | first[spaces] | at_end[run_of]
+            dropped = spaces[drop]
+            ending = heads[at_end]
+            final[np.searchsorted(doc_char, spaces[ending], "right") - 1] = (
+                c2b[spaces[ending]] - doc_byte[np.searchsorted(doc_char, spaces[ending], "right") - 1])
+            leading = heads[first[spaces[heads]]]
+            lead_text = np.searchsorted(doc_char, spaces[leading], "right") - 1
+            dummy_at[lead_text] = c2b[spaces[tails[run_of[leading]]] + 1] - doc_byte[lead_text]
+
+        # The characters that are not their own replacement, each text's in order: where each starts in the
+        # text and in the normalised text (dummy prefix left out), and the bytes it gains or loses.
+        changed = np.flatnonzero(flags & _CHANGED)
+        events = np.union1d(changed, dropped) if dropped.size else changed
+        event_text = np.searchsorted(doc_char, events, "right") - 1
+        out_len = self._length[cps[events]].astype(np.int64)
+        out_len[np.isin(events, dropped, assume_unique=True)] = 0
+        delta = ((flags[events] & _WIDTH) + 1).astype(np.int64) - out_len
+        text_delta = np.bincount(event_text, weights=delta, minlength=n_texts).astype(np.int64)
+        delta_base = np.cumsum(text_delta) - text_delta
+        before = np.concatenate([[0], np.cumsum(delta)])  # bytes gained before each event, over the batch
+        event_orig = c2b[events] - doc_byte[event_text]
+        event_norm = event_orig - (before[:-1] - delta_base[event_text])
+        norm_chars = text_bytes - text_delta  # each text's normalised bytes, dummy prefix left out
+        norm_base = np.cumsum(norm_chars) - norm_chars
+        event_end = norm_base[event_text] + event_norm + out_len  # over the batch, in order
+
+        piece_text = np.repeat(np.arange(n_texts), counts)
+        plen = self._norm_len[ids]
+        bad[piece_text[plen == -2]] = True
+        first_piece = np.cumsum(counts) - counts
+        some = counts > 0
+        if (plen == -1).any():
+            self._unk_lengths(ids, plen, piece_text, first_piece, bad, cps, flags, doc_char, c2b, doc_byte,
+                              events, before, delta_base, dropped)
+        plen = plen.clip(0)
+        ends_norm = np.cumsum(plen)
+        base = np.zeros(n_texts, dtype=np.int64)
+        base[some] = ends_norm[first_piece[some]] - plen[first_piece[some]]
+        bad |= np.bincount(piece_text, weights=plen, minlength=n_texts).astype(np.int64) != norm_chars + self._dummy
+        begin = ends_norm - plen - np.repeat(base, counts) - self._dummy  # in the text's normalised bytes
+        k = np.searchsorted(event_end, norm_base[piece_text] + begin, "right")
+        shift = before[k] - delta_base[piece_text]
+        # inside a chunk that is not its own replacement: that chunk's start
+        inside = k < events.size
+        inside[inside] &= (event_text[k[inside]] == piece_text[inside]) & (event_norm[k[inside]] < begin[inside])
+        at = np.where(inside, event_norm[k.clip(max=max(events.size - 1, 0))] if events.size else begin, begin)
+        begins = np.where(begin < 0, dummy_at[piece_text], at + shift)
+        ends = np.empty_like(begins)
+        ends[:-1] = begins[1:]
+        ends[(first_piece + counts - 1)[some]] = final[some]
+        return begins, ends, ~bad
+
+    def _unk_lengths(self, ids, plen, piece_text, first_piece, bad, cps, flags, doc_char, c2b, doc_byte, events,
+                     before, delta_base, dropped) -> None:
+        """Each UNK piece's normalised length, in place in ``plen``, from the runs of emitted characters with no
+        piece of their own: the k-th UNK piece of a text is its k-th run, starting where the run starts, and the
+        piece after it starts with the character after the run. A text where that does not hold is ``bad``."""
+        n_texts = doc_char.size - 1
+        unk = np.flatnonzero(plen == -1)
+        unk_text = piece_text[unk]
+        if self._space_run != _STOPS:  # the dummy prefix and spaces would join runs: not modelled
+            bad[unk_text] = True
+            return
+        # the emitted characters of the texts with UNK pieces, and their texts
+        texts = np.unique(unk_text)
+        lens = doc_char[texts + 1] - doc_char[texts]
+        owner = np.repeat(texts, lens)
+        chars = np.arange(int(lens.sum())) + np.repeat(doc_char[texts] - (np.cumsum(lens) - lens), lens)
+        emitted = ~(flags[chars] & _EMPTY).astype(bool)
+        if dropped.size:
+            emitted &= ~np.isin(chars, dropped)
+        chars, owner = chars[emitted], owner[emitted]
+        space = (flags[chars] & _SPACE) != 0
+        run = np.where(space, _STOPS, self._run[cps[chars]])
+        bad[owner[run == _MIXED]] = True
+        pieceless = run == _PIECELESS
+        begins_run = pieceless.copy()
+        begins_run[1:] &= ~pieceless[:-1] | (owner[1:] != owner[:-1])
+        ends_run = pieceless.copy()
+        ends_run[:-1] &= ~pieceless[1:] | (owner[1:] != owner[:-1])
+        run_start, run_end = np.flatnonzero(begins_run), np.flatnonzero(ends_run)
+        run_text = owner[run_start]
+        unk_count = np.bincount(unk_text, minlength=n_texts)
+        bad |= (unk_count != np.bincount(run_text, minlength=n_texts)) & (unk_count > 0)
+        # pair the k-th UNK piece of each good text with its k-th run
+        unk, unk_text = unk[~bad[unk_text]], unk_text[~bad[unk_text]]
+        keep = ~bad[run_text]
+        run_start, run_end = run_start[keep], run_end[keep]
+
+        def normalised(c: np.ndarray, t: np.ndarray) -> np.ndarray:
+            """Where character ``c`` of text ``t`` starts in the text's normalised bytes (dummy prefix in)."""
+            return (c2b[c] - doc_byte[t]) - (before[np.searchsorted(events, c)] - delta_base[t]) + self._dummy
+
+        start_norm = normalised(chars[run_start], unk_text)
+        last = chars[run_end]
+        end_norm = normalised(last, unk_text) + np.where(space[run_end], 1, self._length[cps[last]])
+        plen[unk] = end_norm - start_norm
+        # each UNK piece starts where its run does ...
+        known = np.where(plen < 0, 0, plen)
+        ends_norm = np.cumsum(known)
+        at = ends_norm[unk] - known[unk] - (ends_norm[first_piece[unk_text]] - known[first_piece[unk_text]])
+        wrong = at != start_norm
+        # ... and the piece after it starts with the character after the run
+        after = run_end + 1
+        follows = unk + 1 < plen.size
+        follows[follows] &= piece_text[(unk + 1)[follows]] == unk_text[follows]
+        inside = after < chars.size
+        inside[inside] &= owner[after[inside]] == unk_text[inside]
+        wrong |= inside != follows
+        both = np.flatnonzero(inside & follows)
+        next_char = chars[after[both]]
+        expected = np.where(space[after[both]], ord(SPACE_SYMBOL), self._rep_first[cps[next_char]])
+        wrong[both] |= expected != self._first_char[ids[unk[both] + 1]]
+        bad[unk_text[wrong]] = True
