@@ -156,13 +156,17 @@ def read_dev_set(config: TrainingRun, langs: list[str]) -> ParallelText | None:
     return aligned({k: list(iter_documents(s)) for k, s in sources.items()}, {k: s.spec for k, s in sources.items()})
 
 
-def judging_ratios(config: TrainingRun, langs: list[str]) -> dict[str, LengthRatio] | None:
-    """The length ratios that balance and parity judge premiums by, or None where they judge something else: a
-    parallel dev set's measured premiums, chars/token (``balance_by``), or explicit chars/token targets."""
+def judges_estimated_premium(config: TrainingRun) -> bool:
+    """Whether balance or parity judge premiums estimated from length ratios, rather than a parallel dev set's
+    measured premiums, chars/token (``balance_by``) or explicit chars/token targets."""
     goal = resolve_goal(config)
-    if config.parallel or config.balance_by != "premium" or not (goal.balance or goal.parity):
-        return None
-    return length_ratios(langs)
+    return not config.parallel and config.balance_by == "premium" and (goal.balance or goal.parity)
+
+
+def judging_ratios(config: TrainingRun, langs: list[str]) -> dict[str, LengthRatio] | None:
+    """The length ratios that balance and parity judge premiums by, or None where they judge something else
+    (:func:`judges_estimated_premium`)."""
+    return length_ratios(langs) if judges_estimated_premium(config) else None
 
 
 def reference_chars_per_token(chars_per_token: dict[str, float], ratios: dict[str, LengthRatio],
@@ -330,7 +334,7 @@ def _assemble(config: TrainingRun, t: _Trained, tmp: Path) -> RunResult:
                     "premium_from": "parallel dev set" if config.parallel else "length ratios",
                     "length_ratios": {k: r.to_dict() for k, r in ratios.items()} if ratios else None,
                     "judged": ("premium on the parallel dev set" if config.parallel
-                               else "estimated premium" if judging_ratios(config, list(t.prepared.languages))
+                               else "estimated premium" if judges_estimated_premium(config)
                                else "chars/token")},
         # chars/token (and estimated premium) of every compared tokenizer on each source's part of the validation slice
         "by_source": by_source,

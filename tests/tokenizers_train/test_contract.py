@@ -58,6 +58,7 @@ def cases(d: Path, o: Path) -> dict[str, tuple[list[str], list[str]]]:
         "--max-rounds 0": (["--max-rounds", "0"], ["--max-rounds", "positive"]),
         "--probe-chars 0": (["--probe-chars", "0"], ["--probe-chars", "positive"]),
         "--max-repeats 0": (["--max-repeats", "0"], ["--max-repeats", "positive"]),
+        "--balance-by unknown": (["--balance-by", "bytes"], ["--balance-by", "bytes", "premium", "chars-per-token"]),
         "--phrase-fraction 1.5": (["--phrase-fraction", "1.5"], ["--phrase-fraction", "share"]),
         # the finding: refused as "phrase_fraction must be in [0, 1)", the internal name, not the option's
         "--phrase-fraction 1": (["--phrase-fraction", "1"], ["--phrase-fraction", "under 1", "got 1"]),
