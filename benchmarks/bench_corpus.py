@@ -1,33 +1,39 @@
-"""The corpus build against raw batched tokenization, 2 tasks against 1, and peak memory at 1x and 4x input.
+"""The corpus build against raw batched tokenization, tokenization's share inside the build, 2 tasks against 1,
+and CPU per document and peak memory as the input grows.
 
-    python benchmarks/bench_corpus.py [--data DIR] [--tokenizer gpt2] [--max-chars N] [--repeat 2] [--skip-4x]
+    python benchmarks/bench_corpus.py [--data DIR] [--tokenizer gpt2] [--max-chars N] [--repeat 2]
+                                      [--scales 1,4] [--two-tasks 1,4] [--out FIGURES.json]
 
 Input: every ``.txt.gz`` under ``DIR/bn`` and ``DIR/en`` (default: ``../shared/data`` beside the checkout, else
-the shipped ``data/sample``), the head of each file (``--max-chars`` characters). The 4x input is the same
-files listed four times under distinct names (hard links in a temporary folder), so the build reads four
-times the documents; dedup then drops the copies, as it should, but every stage handles 4x the documents.
+the shipped ``data/sample``), the head of each file (``--max-chars`` characters). The input at scale k is the
+same files listed k times under distinct names (hard links in a temporary folder), so the build reads k times
+the documents; dedup then drops the copies, as it should, but every stage up to the signatures handles k times
+the documents (the plan, packing and report see 1x).
 
-Printed, each measured in this run:
+Printed for each scale, each measured in this run:
 
 * build over raw batched tokenization, per core: bytes per CPU second of a 1-task local build (``corpus
   build`` end to end in a subprocess, every process and thread counted) over bytes per CPU second of the
-  tokenizer's batched ``encode_ids`` of the same documents in memory, on one thread; goal >= 0.8. CPU
-  seconds, because on a shared machine wall time depends on the other users; the fastest of ``--repeat``
-  runs, because CPU time too moves by 20% or more when the other users' work shares the cores' caches;
-* 2 tasks over 1 task (wall time; goal >= 1.6 on 2 cores), at 1x and at 4x input: a task owns one core, so
-  this is how well the work spreads over tasks; at 1x the fixed start-up (imports, one process per task) and
-  the serial tail (plan, packing, report) weigh four times as much as at 4x;
-* peak RSS of the whole build (the process and its task processes, ``ru_maxrss`` of the children) at 1x and
-  at 4x input; goal: ratio <= 1.2;
-* the per-core ratio again at 4x input (raw tokenization of the 4x documents against the 4x build), where
-  the build's fixed costs (start-up, imports, tokenizer load, report) weigh a quarter as much. Every stage up
-  to the signatures handles all 4x documents; dedup then keeps one copy, so the plan, packing and report see
-  1x.
+  tokenizer's batched ``encode_ids`` of the same documents in memory, on one thread, in a fresh process;
+  goal >= 0.8 at 1x, >= 0.9 at 4x. CPU seconds, because on a shared machine wall time depends on the other
+  users; the fastest of ``--repeat`` runs, because CPU time too moves by 20% or more when the other users'
+  work shares the cores' caches;
+* tokenization's share of the build's CPU: the CPU seconds the build's tasks spent in the tokenizer (each
+  task counts its own, ``time.thread_time`` around its encode calls) over the build's CPU seconds. Both come
+  from the same run, so another user's load, which slows both alike, barely moves it: it is the per-core
+  ratio a quiet machine would show, but for the difference between the build's documents (after cleaning)
+  and the raw input's;
+* 2 tasks over 1 task (wall time; goal >= 1.6 on 2 cores) at the ``--two-tasks`` scales: a task owns one
+  core, so this is how well the work spreads over tasks; at 1x the fixed start-up (imports, one process per
+  task) and the serial tail (plan, packing, report) weigh four times as much as at 4x;
+* CPU microseconds per document and peak RSS of the whole build (the process and its task processes,
+  ``ru_maxrss`` of the children), and each larger scale against the first: goals flat, RSS <= 1.2x.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import subprocess
@@ -35,6 +41,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +52,8 @@ def _files(data: Path) -> list[tuple[str, Path]]:
 
 
 def raw_tokenization(tokenizer: str, files: list[tuple[str, Path]], max_chars: int, batch: int,
-                     repeat: int) -> tuple[int, float]:
-    """UTF-8 bytes of the input and CPU seconds to tokenize it in batches, on one thread (as a build task does:
+                     repeat: int) -> tuple[int, int, float]:
+    """Documents and UTF-8 bytes of the input and CPU seconds to tokenize it in batches, on one thread (as a build task does:
     it owns one core); the fastest of ``repeat`` passes, in a fresh process (as each build runs in one: in this
     process, after the builds, the same passes measured up to 30% slower)."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -54,7 +61,7 @@ def raw_tokenization(tokenizer: str, files: list[tuple[str, Path]], max_chars: i
 
 
 def _raw_tokenization(tokenizer: str, files: list[tuple[str, Path]], max_chars: int, batch: int,
-                      repeat: int) -> tuple[int, float]:
+                      repeat: int) -> tuple[int, int, float]:
     from fertility.text import iter_documents, parse_text_arg
     from fertility.tokenizers import load_tokenizer, one_thread
 
@@ -70,17 +77,32 @@ def _raw_tokenization(tokenizer: str, files: list[tuple[str, Path]], max_chars: 
             for i in range(0, len(fresh), batch):
                 tok.encode_ids(fresh[i:i + batch])
             seconds.append(time.process_time() - start)
-    return sum(len(t.encode()) for t in texts), min(seconds)
+    return len(texts), sum(len(t.encode()) for t in texts), min(seconds)
 
 
-def build_once(tokenizer: str, files: list[tuple[str, Path]], max_chars: int,
-               tasks: int) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (all its processes and threads) and peak RSS (KiB, largest process) of one
-    ``corpus build`` in a fresh subprocess."""
-    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as out:
+@dataclass
+class Build:
+    """One ``corpus build``: wall and CPU seconds (every process and thread), the CPU seconds its tasks spent in
+    the tokenizer (their own count, ``counters/*.tokenize.json``) and the peak RSS (KiB, largest process)."""
+
+    wall: float
+    cpu: float
+    tokenizer_cpu: float
+    rss_kib: int
+
+    @property
+    def share(self) -> float:
+        return self.tokenizer_cpu / self.cpu
+
+
+def build_once(tokenizer: str, files: list[tuple[str, Path]], max_chars: int, tasks: int) -> Build:
+    """One ``corpus build`` in a fresh subprocess, its work folder kept to read the tasks' tokenizer time."""
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:
+        out, work = Path(tmp) / "out", Path(tmp) / "work"
         argv = [sys.executable, "-m", "corpus", "build", "--tokenizer", tokenizer, "--mix", "bn=0.7,en=0.3",
-                "--tokens", "1e6", "--val-tokens", "2e4", "--max-chars", str(max_chars), "--out", out,
-                "--workers", str(tasks), "--tasks", str(tasks), "--no-progress"]
+                "--tokens", "1e6", "--val-tokens", "2e4", "--max-chars", str(max_chars), "--out", str(out),
+                "--work-dir", str(work), "--keep-work", "--workers", str(tasks), "--tasks", str(tasks),
+                "--no-progress"]
         for lang, p in files:
             argv += ["--source", f"{lang}={p}"]
         runner = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
@@ -92,7 +114,28 @@ def build_once(tokenizer: str, files: list[tuple[str, Path]], max_chars: int,
         if proc.returncode:
             raise SystemExit(f"build failed:\n{proc.stderr[-3000:]}")
         cpu, rss = proc.stdout.split()[-2:]
-        return seconds, float(cpu), int(rss)
+        encoding = sum(json.loads(p.read_text())["tokenizer_cpu_seconds"]
+                       for p in work.glob("t*/counters/*.tokenize.json"))
+        return Build(seconds, float(cpu), encoding, int(rss))
+
+
+def copies(files: list[tuple[str, Path]], k: int, folder: Path) -> list[tuple[str, Path]]:
+    """``files`` listed ``k`` times under distinct names (hard links in ``folder``, else symbolic links)."""
+    if k == 1:
+        return files
+    out = []
+    folder = folder / f"x{k}"  # one folder per scale: the names repeat from one scale to the next
+    folder.mkdir()
+    for i in range(k):
+        for lang, f in files:
+            link = folder / f"{i}-{lang}-{f.name}"
+            os.link(f, link) if os.stat(f).st_dev == os.stat(folder).st_dev else link.symlink_to(f)
+            out.append((lang, link))
+    return out
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}" if len(values) == 1 else f"{min(values):.2f}-{max(values):.2f}"
 
 
 def main() -> None:
@@ -103,47 +146,57 @@ def main() -> None:
     p.add_argument("--max-chars", type=int, default=2_000_000, help="per file")
     p.add_argument("--batch", type=int, default=500, help="documents per raw tokenization batch")
     p.add_argument("--repeat", type=int, default=2, help="runs of each measurement; the fastest counts")
-    p.add_argument("--skip-4x", action="store_true")
+    p.add_argument("--scales", default="1,4", help="input sizes, in copies of the input (e.g. 1,4,16)")
+    p.add_argument("--two-tasks", default="1,4", help="the scales at which 2 tasks are measured against 1")
+    p.add_argument("--out", type=Path, help="also write every run's figures here (JSON)")
     a = p.parse_args()
+    scales = [int(x) for x in a.scales.split(",")]
+    two_at = {int(x) for x in a.two_tasks.split(",") if x}
     files = _files(a.data)
-    n_bytes, raw_s = raw_tokenization(a.tokenizer, files, a.max_chars, a.batch, a.repeat)
-    runs = {1: [], 2: []}
-    for _ in range(a.repeat):  # alternately, so that a busy spell of the machine falls on both
-        for tasks in (1, 2):
-            runs[tasks].append(build_once(a.tokenizer, files, a.max_chars, tasks))
-    (one_s, one_cpu), (two_s, two_cpu) = ((min(r[0] for r in runs[t]), min(r[1] for r in runs[t])) for t in (1, 2))
-    one_rss = max(r[2] for r in runs[1])
-    print(f"input: {len(files)} files of {a.data.name}, head {a.max_chars:,} chars each: {n_bytes:,} UTF-8 bytes; "
-          f"tokenizer {a.tokenizer}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
-    print(f"fastest of {a.repeat} runs each (CPU and wall time separately)")
-    print(f"raw batched tokenization: {raw_s:7.2f} CPU s  {n_bytes / raw_s / 1e6:6.2f} MB per CPU second")
-    print(f"corpus build, 1 task:     {one_s:7.2f} s wall, {one_cpu:6.2f} CPU s  {n_bytes / one_cpu / 1e6:6.2f} MB per CPU s")
-    print(f"corpus build, 2 tasks:    {two_s:7.2f} s wall, {two_cpu:6.2f} CPU s  {n_bytes / two_cpu / 1e6:6.2f} MB per CPU s")
-    print(f"ratio build / raw tokenization per core (CPU s, 1 task): {raw_s / one_cpu:.2f}  (goal >= 0.8)")
-    print(f"ratio 2 tasks / 1 task at 1x: {one_s / two_s:.2f}  (goal >= 1.6 on 2 cores)")
-    print(f"peak RSS at 1x: {one_rss / 1024:.0f} MiB")
-    if not a.skip_4x:
-        with tempfile.TemporaryDirectory(prefix="bench-corpus-4x-") as tmp:
-            copies = []
-            for k in range(4):
-                for lang, f in files:
-                    link = Path(tmp) / f"{k}-{lang}-{f.name}"
-                    os.link(f, link) if os.stat(f).st_dev == os.stat(tmp).st_dev else link.symlink_to(f)
-                    copies.append((lang, link))
-            four = {1: [], 2: []}
-            for _ in range(a.repeat):
-                for tasks in (1, 2):
-                    four[tasks].append(build_once(a.tokenizer, copies, a.max_chars, tasks))
-            four_s, four_cpu = min(r[0] for r in four[1]), min(r[1] for r in four[1])
-            four_two_s, four_rss = min(r[0] for r in four[2]), max(r[2] for r in four[1])
-            four_bytes, four_raw_s = raw_tokenization(a.tokenizer, copies, a.max_chars, a.batch, a.repeat)
-        print(f"raw batched tokenization at 4x: {four_raw_s:7.2f} CPU s;  corpus build at 4x, 1 task: {four_s:7.2f} s "
-              f"wall, {four_cpu:6.2f} CPU s  {four_bytes / four_cpu / 1e6:6.2f} MB per CPU s")
-        print(f"ratio build / raw tokenization per core at 4x (CPU s, 1 task): {four_raw_s / four_cpu:.2f}  "
-              f"(goal >= 0.8; fixed costs amortised over 4x the documents)")
-        print(f"corpus build at 4x, 2 tasks: {four_two_s:7.2f} s wall; ratio 2 tasks / 1 task at 4x: "
-              f"{four_s / four_two_s:.2f}  (goal >= 1.6 on 2 cores)")
-        print(f"peak RSS at 4x: {four_rss / 1024:.0f} MiB; ratio 4x/1x {four_rss / one_rss:.2f}  (goal <= 1.2)")
+    print(f"input: {len(files)} files of {a.data.name}, head {a.max_chars:,} chars each; tokenizer {a.tokenizer}; "
+          f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; fastest of {a.repeat} runs each "
+          f"(CPU and wall time separately)", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-copies-") as tmp:
+        for k in scales:
+            inputs = copies(files, k, Path(tmp))
+            n_docs, n_bytes, raw_s = raw_tokenization(a.tokenizer, inputs, a.max_chars, a.batch, a.repeat)
+            runs: dict[int, list[Build]] = {1: [], 2: []}
+            for _ in range(a.repeat):  # alternately, so that a busy spell of the machine falls on both
+                for tasks in (1, 2) if k in two_at else (1,):
+                    runs[tasks].append(build_once(a.tokenizer, inputs, a.max_chars, tasks))
+            one = runs[1]
+            cpu, wall, rss = min(r.cpu for r in one), min(r.wall for r in one), max(r.rss_kib for r in one)
+            shares = [r.share for r in one]
+            print(f"{k}x: {n_docs:,} documents, {n_bytes:,} UTF-8 bytes")
+            print(f"  raw batched tokenization: {raw_s:7.2f} CPU s  {n_bytes / raw_s / 1e6:6.2f} MB per CPU second")
+            print(f"  corpus build, 1 task:     {wall:7.2f} s wall, {cpu:6.2f} CPU s  "
+                  f"{n_bytes / cpu / 1e6:6.2f} MB per CPU s; {cpu / n_docs * 1e6:6.1f} CPU us per document; "
+                  f"peak RSS {rss / 1024:.0f} MiB")
+            print(f"  ratio build / raw tokenization per core (CPU s, 1 task): {raw_s / cpu:.2f}  "
+                  f"(goal >= {0.8 if k == 1 else 0.9})")
+            print(f"  tokenization's share of the build's CPU (the tasks' own count, 1 task): {_spread(shares)} "
+                  f"over {len(shares)} runs  (the per-core ratio a quiet machine would show)")
+            results[k] = {"documents": n_docs, "bytes": n_bytes, "raw_cpu_s": raw_s,
+                          "runs": {t: [asdict(r) for r in rs] for t, rs in runs.items() if rs}}
+            if runs[2]:
+                two = min(r.wall for r in runs[2])
+                print(f"  corpus build, 2 tasks:    {two:7.2f} s wall, {min(r.cpu for r in runs[2]):6.2f} CPU s; "
+                      f"ratio 2 tasks / 1 task: {wall / two:.2f}  (goal >= 1.6 on 2 cores)")
+            sys.stdout.flush()
+    base = results[scales[0]]
+    base_cpu = min(r["cpu"] for r in base["runs"][1]) / base["documents"]
+    base_rss = max(r["rss_kib"] for r in base["runs"][1])
+    for k in scales[1:]:
+        r = results[k]
+        per_doc = min(x["cpu"] for x in r["runs"][1]) / r["documents"]
+        rss = max(x["rss_kib"] for x in r["runs"][1])
+        print(f"{k}x against {scales[0]}x: CPU per document {per_doc / base_cpu:.2f}x, peak RSS {rss / base_rss:.2f}x "
+              f"(goals: flat, RSS <= 1.2x)")
+    if a.out:
+        a.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()}, "cores": os.cpu_count(),
+                                     "scales": results}, indent=1))
+
 
 if __name__ == "__main__":
     main()

@@ -4,8 +4,8 @@ Stages, each a set of datatrove tasks exchanging files in the work folder (any f
 
 1. ``ingest`` (``--tasks`` tasks, default ``--workers``): ``corpus.engine.steps`` read -> clean and filter ->
    tokenize and store -> MinHash signatures;
-2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets`` finds the pairs of documents
-   equal in a band;
+2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets``, its merge done in numpy
+   (``corpus.engine.buckets``), finds the pairs of documents equal in a band;
 3. then, in this process, a small reduce over per-document metadata: exact and near-duplicate decisions
    (``corpus.quality.dedup``) and the kept documents in canonical order
    (:class:`~corpus.mixture.layout.Ingested`).
@@ -103,7 +103,7 @@ def _load_npz(folder, path: str) -> dict[str, np.ndarray]:
 
 
 def _pairs(folder, offsets: np.ndarray) -> np.ndarray:
-    """Every pair datatrove's bucket stage wrote, as rows of global document indices."""
+    """Every pair the bucket stage wrote, as rows of global document indices."""
     rows = []
     for path in folder.list_files("minhash/buckets", glob_pattern="*.dups") if folder.isdir("minhash/buckets") else []:
         with folder.open(path, "rb") as f:

@@ -6,7 +6,8 @@ One task runs the four steps over its partition of the sources (``corpus.read.so
 the work folder: ``docs/RANK.tokens`` (the documents' token ids, uint32, no BOS, back to back),
 ``docs/RANK.meta.npz`` (per document: canonical id, source, token count, characters, UTF-8 bytes, exact-dedup
 key, comparison token counts; in the order the signature step numbers them), ``counters/RANK.STEP.json``
-(what reading and cleaning counted per source) and datatrove's signature files. Nothing here is decided
+(what reading and cleaning counted per source; the CPU seconds the task spent in its tokenizers, kept with
+``--keep-work`` for ``benchmarks/bench_corpus.py``) and datatrove's signature files. Nothing here is decided
 across tasks; duplicates are decided later from these files (``corpus.quality.dedup``).
 """
 
@@ -14,25 +15,28 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
-from datatrove.data import Document, DocumentsPipeline
+from datatrove.data import DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupSignature
+from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.typeshelper import StatHints
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 from corpus.config import IngestConfig
+from corpus.engine.buckets import Buckets
 from corpus.engine.faults import kill_or_pause_if_asked
 from corpus.engine.progress import TaskProgress
 from corpus.quality.clean import ngram_hashes, words
 from corpus.quality.dedup import DedupConfig, minhash_config
 from corpus.quality.filters import CleanConfig, clean_and_filter_batch
-from corpus.read.sources import partition
+from corpus.read.sources import RawDocument, partition
 from fertility.text import TextSource
 
 BATCH_DOCS = 256  # documents cleaned / tokenized together (batched calls are much faster than one by one)
@@ -57,8 +61,26 @@ def _write_counters(work_url: str, rank: int, step: str, counters: list[Counter]
         json.dump([dict(c) for c in counters], f, sort_keys=True)
 
 
+@dataclass
+class Docs:
+    """Documents of one source that travel between the steps together: at most ``BATCH_DOCS`` of them, and
+    under ``BATCH_CHARS`` characters before the last. Each step works over the whole batch (the cleaning's
+    numpy passes, the tokenizer's batch encode, the signatures' matrix), and no step touches a document alone:
+    handing datatrove ``Document`` objects on one at a time cost more than a second of the 1-task build on the
+    shipped data (generators, per-document metadata, re-batching in each step)."""
+
+    source: int
+    uids: list[int]
+    texts: list[str]
+    keys: list[bytes] = field(default_factory=list)  # exact-dedup keys, from cleaning
+    grams: list[np.ndarray] = field(default_factory=list)  # MinHash shingles, from cleaning
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
 class ReadSources(PipelineStep):
-    """Reader: the task's partition of every source, as datatrove documents in canonical order."""
+    """Reader: the task's partition of every source, in canonical order, as batches of one source."""
 
     type = "📖 - READER"
     name = "sources"
@@ -70,14 +92,15 @@ class ReadSources(PipelineStep):
         self.unit_docs, self.max_chars, self.bad_utf8 = unit_docs, max_chars, bad_utf8
         self.min_language_score = min_language_score
 
-    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> Iterator[Docs]:
         counters = [Counter() for _ in self.sources]
         progress = TaskProgress(self.work_url, "ingest", rank)
-        for doc in partition(self.sources, rank, world_size, unit_docs=self.unit_docs, max_chars=self.max_chars,
-                             bad_utf8=self.bad_utf8, min_language_score=self.min_language_score, counters=counters):
-            progress.add(1, doc.n_bytes, doc.done)
-            yield Document(text=doc.text, id=str(doc.uid), metadata={"source": doc.source, "uid": doc.uid})
-        self.stat_update("documents", value=progress.documents)  # once: per document it costs as much as reading
+        documents = partition(self.sources, rank, world_size, unit_docs=self.unit_docs, max_chars=self.max_chars,
+                              bad_utf8=self.bad_utf8, min_language_score=self.min_language_score, counters=counters)
+        for batch in _batches(documents, BATCH_DOCS, BATCH_CHARS):
+            progress.add(len(batch), sum(d.n_bytes for d in batch), batch[-1].done)
+            yield Docs(batch[0].source, [d.uid for d in batch], [d.text for d in batch])
+        self.stat_update("documents", value=progress.documents)
         progress.done = 1.0
         progress.flush()
         _write_counters(self.work_url, rank, "read", counters)
@@ -94,23 +117,18 @@ class CleanAndFilter(PipelineStep):
         super().__init__()
         self.languages, self.clean, self.dedup_ngram, self.work_url = languages, clean, dedup_ngram, work_url
 
-    def _batch(self, docs: list[Document], counters: list[Counter]) -> Iterator[Document]:
-        source = docs[0].metadata["source"]
-        for doc, kept in zip(docs, clean_and_filter_batch([d.text for d in docs], self.languages[source],
-                                                          self.clean, counters[source]), strict=True):
-            if kept is None:
-                self.stat_update("dropped")
-                continue
-            doc.text = kept.text
-            doc.metadata["key"] = kept.words.key
-            doc.metadata["grams"] = (kept.grams if self.dedup_ngram == self.clean.ngram
-                                     else ngram_hashes(kept.words.hashes, self.dedup_ngram))
-            yield doc
-
-    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+    def run(self, data: Iterable[Docs] = None, rank: int = 0, world_size: int = 1) -> Iterator[Docs]:
         counters = [Counter() for _ in self.languages]
-        for batch in _batches(data, BATCH_DOCS, BATCH_CHARS, by_source=True):
-            yield from self._batch(batch, counters)
+        for docs in data:
+            cleaned = clean_and_filter_batch(docs.texts, self.languages[docs.source], self.clean,
+                                             counters[docs.source])
+            kept = [i for i, c in enumerate(cleaned) if c is not None]
+            self.stat_update("dropped", value=len(docs) - len(kept))
+            if kept:
+                yield Docs(docs.source, [docs.uids[i] for i in kept], [cleaned[i].text for i in kept],
+                           [cleaned[i].words.key for i in kept],
+                           [cleaned[i].grams if self.dedup_ngram == self.clean.ngram
+                            else ngram_hashes(cleaned[i].words.hashes, self.dedup_ngram) for i in kept])
         _write_counters(self.work_url, rank, "clean", counters)
 
 
@@ -122,7 +140,7 @@ def _npz_bytes(**arrays: np.ndarray) -> bytes:
 
 class TokenizeAndStore(PipelineStep):
     """Tokenize (and count with the comparison tokenizers), append the tokens to the task's token file, keep
-    the per-document metadata, and pass every document on to the signature step."""
+    the per-document metadata, and pass every batch on to the signature step."""
 
     type = "🔢 - TOKENIZER"
     name = "tokenize"
@@ -131,54 +149,56 @@ class TokenizeAndStore(PipelineStep):
         super().__init__()
         self.tokenizer, self.tokenizer_dir, self.compare, self.work_url = tokenizer, tokenizer_dir, compare, work_url
 
-    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+    def run(self, data: Iterable[Docs] = None, rank: int = 0, world_size: int = 1) -> Iterator[Docs]:
         from fertility.tokenizers import load_tokenizer, one_thread
 
         tok = load_tokenizer(self.tokenizer, self.tokenizer_dir)
         compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]
         meta: dict[str, list] = {k: [] for k in ("uid", "source", "tokens", "chars", "bytes", "keys", "compare")}
         folder = get_datafolder(self.work_url)
+        encoding = 0.0  # this thread's CPU seconds in the tokenizers: what a build costs beyond tokenization
         # A task owns one core (tasks = cores locally, one CPU per task on Ray): the tokenizer encodes on this
         # thread, between the cleaning of one batch and the next, rather than in a pool beside it.
         with one_thread(), folder.open(f"docs/{rank:05d}.tokens", "wb") as out:
-            for batch in _batches(data, BATCH_DOCS, BATCH_CHARS):
-                texts = [d.text for d in batch]
-                ids = tok.encode_ids(texts)
-                counts = [[len(x) for x in c.encode_ids(texts)] for c in compare]
-                yield from self._store(batch, ids, counts, out, meta)
+            for docs in data:
+                start = time.thread_time()
+                ids = tok.encode_ids(docs.texts)
+                counts = [[len(x) for x in c.encode_ids(docs.texts)] for c in compare]
+                encoding += time.thread_time() - start
+                self._store(docs, ids, counts, out, meta)
+                docs.keys = []
+                yield docs
         arrays = {k: np.array(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
         arrays["keys"] = np.frombuffer(b"".join(meta["keys"]), dtype=np.uint8).reshape(-1, 16)
         arrays["compare"] = np.array(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
         with folder.open(f"docs/{rank:05d}.meta.npz", "wb") as f:
             f.write(_npz_bytes(**arrays))
+        with folder.open(f"counters/{rank:05d}.tokenize.json", "w") as f:
+            json.dump({"tokenizer_cpu_seconds": encoding}, f)
 
-    def _store(self, docs: list[Document], ids: list[list[int]], counts: list[list[int]], out,
-               meta: dict[str, list]) -> Iterator[Document]:
+    def _store(self, docs: Docs, ids: list[list[int]], counts: list[list[int]], out, meta: dict[str, list]) -> None:
         flat = array("I")  # array.extend converts each list in C: faster than np.fromiter over a chain
         for tokens in ids:
             flat.extend(tokens)
         out.write(np.frombuffer(flat, dtype=np.uint32).astype("<u4", copy=False).tobytes())
-        for i, (doc, tokens) in enumerate(zip(docs, ids, strict=True)):
-            meta["uid"].append(doc.metadata["uid"])
-            meta["source"].append(doc.metadata["source"])
-            meta["tokens"].append(len(tokens))
-            meta["chars"].append(len(doc.text))
-            meta["bytes"].append(len(doc.text.encode("utf-8")))
-            meta["keys"].append(doc.metadata.pop("key"))
-            meta["compare"].append([c[i] for c in counts])
-            yield doc
-        self.stat_update("tokens", value=sum(len(x) for x in ids))
+        meta["uid"] += docs.uids
+        meta["source"] += [docs.source] * len(docs)
+        meta["tokens"] += [len(tokens) for tokens in ids]
+        meta["chars"] += [len(text) for text in docs.texts]
+        meta["bytes"] += [len(text.encode("utf-8")) for text in docs.texts]
+        meta["keys"] += docs.keys
+        meta["compare"] += zip(*counts, strict=True) if counts else [()] * len(docs)
+        self.stat_update("tokens", value=len(flat))
 
 
-def _batches(data: DocumentsPipeline, size: int, chars: int, *,
-             by_source: bool = False) -> Iterator[list[Document]]:
-    """``data`` in order, in lists of at most ``size`` documents, each ended by the document that brings it to
-    ``chars`` characters or more (so under ``chars`` plus one document); with ``by_source``, each of one source.
-    The limits are arguments, read by the caller when it starts, so that a test can change the module's."""
-    batch: list[Document] = []
+def _batches(documents: Iterable[RawDocument], size: int, chars: int) -> Iterator[list[RawDocument]]:
+    """``documents`` in order, in lists of one source and at most ``size`` documents, each ended by the document
+    that brings it to ``chars`` characters or more (so under ``chars`` plus one document). The limits are
+    arguments, read by the caller when it starts, so that a test can change the module's."""
+    batch: list[RawDocument] = []
     held = 0
-    for doc in data:
-        if by_source and batch and batch[0].metadata["source"] != doc.metadata["source"]:
+    for doc in documents:
+        if batch and batch[0].source != doc.source:
             yield batch
             batch, held = [], 0
         batch.append(doc)
@@ -207,14 +227,13 @@ class Signatures(MinhashDedupSignature):
     """datatrove's MinHash stage 1 over our word n-gram hashes (the ones the repetition filter computed).
 
     A batch's signatures are computed in one numpy pass (datatrove's formula, value for value) and written to
-    datatrove's bucket files in its record format, one array per bucket; datatrove's own ``run`` then finds the
-    complete files and sorts them as always. (Its loop packs every document's signature with ``struct``, bucket
-    by bucket: a third of this stage's time.)
+    datatrove's bucket files in its record format, one array per bucket (datatrove's loop packs every
+    document's signature with ``struct``, bucket by bucket: a third of this stage's time); each file is then
+    sorted as datatrove sorts it, by hashes then document (:func:`sorted_records`).
     """
 
     def __init__(self, output_folder: str, dedup: DedupConfig):
-        # skip_existing_sigs: datatrove's run must sort the files this step has just written, not write them again.
-        super().__init__(output_folder, minhash_config(dedup), language=_Words(), skip_existing_sigs=True)
+        super().__init__(output_folder, minhash_config(dedup), language=_Words())
 
     def signatures(self, grams: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """datatrove's ``get_signature`` of the batch's documents that have shingles: their indices in the batch,
@@ -252,7 +271,7 @@ class Signatures(MinhashDedupSignature):
             doc = last
         return nonempty, mins.astype(dtype)
 
-    def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1):
+    def run(self, data: Iterable[Docs], rank: int = 0, world_size: int = 1):
         config = self.config
         per_bucket = config.hashes_per_bucket
         # datatrove's record: the bucket's hashes, then the document's index in the task (struct "<{n}QI")
@@ -262,8 +281,9 @@ class Signatures(MinhashDedupSignature):
             files = [self.output_folder.open(f"bucket_{bi:03d}/{rank:05d}.minhash.sig", mode="wb")
                      for bi in range(config.num_buckets)]
             n_docs = 0
-            for batch in _batches(data, BATCH_DOCS, BATCH_CHARS):
-                docs, rows = self.signatures([doc.metadata.pop("grams") for doc in batch])
+            for batch in data:
+                docs, rows = self.signatures(batch.grams)
+                batch.grams = []
                 records = np.empty(len(docs), dtype=record)
                 records["doc"] = n_docs + docs
                 for bi, f in enumerate(files):
@@ -273,7 +293,27 @@ class Signatures(MinhashDedupSignature):
                 n_docs += len(batch)
             for f in files:
                 f.close()
-        super().run(iter(()), rank, world_size)
+            for bi in range(config.num_buckets):
+                path = f"bucket_{bi:03d}/{rank:05d}.minhash.sig"
+                with self.output_folder.open(path, "rb") as f:
+                    records = np.frombuffer(f.read(), dtype=record)
+                with self.output_folder.open(path, "wb") as f:
+                    f.write(sorted_records(records).tobytes())
+
+
+def sorted_records(records: np.ndarray) -> np.ndarray:
+    """Signature records (fields ``hashes`` and ``doc``) in datatrove's order: by their hashes, then document.
+    Sorted by the first hash alone, then only the runs that tie on it by all fields: first hashes are 61-bit
+    values that rarely tie, and datatrove's sort over every field (a structured sort) took 5 times as long."""
+    out = records[np.argsort(records["hashes"][:, 0], kind="stable")]
+    first = out["hashes"][:, 0]
+    tied = np.flatnonzero(first[1:] == first[:-1])
+    if len(tied):
+        # the tied runs stay where they are (the first hash leads the full sort); each is ordered within
+        rows = np.union1d(tied, tied + 1)
+        runs = out[rows]
+        out[rows] = runs[np.lexsort((runs["doc"], *runs["hashes"].T[::-1]))]
+    return out
 
 
 class FaultPoint(PipelineStep):
@@ -293,7 +333,7 @@ class FaultPoint(PipelineStep):
 
 def pipelines(sources: list[TextSource], config: IngestConfig, stage_url: str) -> tuple[list, list]:
     """The ingest's two pipelines in ``stage_url``: one task's steps (read -> clean and filter -> tokenize and
-    store -> signatures, the last without near dedup), and datatrove's bucket stage over the signatures."""
+    store -> signatures, the last without near dedup), and the bucket stage over the signatures."""
     ingest = [
         FaultPoint("ingest"),
         ReadSources(sources, stage_url, unit_docs=config.unit_docs, max_chars=config.max_chars,
@@ -302,6 +342,5 @@ def pipelines(sources: list[TextSource], config: IngestConfig, stage_url: str) -
         TokenizeAndStore(config.tokenizer, config.tokenizer_dir, list(config.compare_tokenizers), stage_url),
     ] + ([Signatures(f"{stage_url}/minhash/signatures", config.dedup)] if config.dedup.near else [])
     buckets = [FaultPoint("buckets"),
-               MinhashDedupBuckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets",
-                                   config=minhash_config(config.dedup))]
+               Buckets(f"{stage_url}/minhash/signatures", f"{stage_url}/minhash/buckets", minhash_config(config.dedup))]
     return ingest, buckets

@@ -4,8 +4,9 @@
   spacing do not count).
 * Near: datatrove's multi-stage MinHash. Stage 1 (``corpus.engine.steps.Signatures``) writes each task's signatures,
   split into ``num_buckets`` bands of ``hashes_per_bucket`` hashes, sorted; stage 2 (datatrove's
-  ``MinhashDedupBuckets``, one task per band) merges the sorted files of a band and writes the pairs of
-  documents whose band is equal. Both stream sorted files, so their memory does not grow with the corpus.
+  ``MinhashDedupBuckets``, its merge done in numpy by ``corpus.engine.buckets``, one task per band) merges the
+  sorted files of a band and writes the pairs of documents whose band is equal. Stage 2 reads the files in
+  blocks, so its memory does not grow with the corpus.
 * The clusters and the choice of the document to keep are ours (:func:`duplicates`): datatrove numbers a
   document by (task, position in the task) and keeps whichever document its union-find leaves at the root,
   both of which change with the number of tasks. Here a pair is first mapped to the documents' canonical ids

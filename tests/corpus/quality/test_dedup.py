@@ -93,7 +93,7 @@ def test_batched_signatures_equal_datatrove(tmp_path, monkeypatch, block):
             grams[i].reshape(-1, 1))
 
 
-def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
+def test_signature_files_equal_datatrove(tmp_path):
     # The step writes datatrove's bucket files itself (a batch at a time) and lets datatrove sort them: every
     # file must hold the same bytes as datatrove's own stage 1 writes for the same documents and shingles,
     # across batches and with documents that have no shingles (which keep their index but write no record).
@@ -102,7 +102,6 @@ def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
 
     import corpus.engine.steps
 
-    monkeypatch.setattr(corpus.engine.steps, "BATCH_DOCS", 4)
     gen = np.random.default_rng(1)
     grams = [gen.integers(0, 2**64, size=n, dtype=np.uint64) for n in (5, 0, 1, 40, 3, 0, 17, 9, 2, 6)]
     texts = {f"doc {i}": g for i, g in enumerate(grams)}
@@ -113,7 +112,9 @@ def test_signature_files_equal_datatrove(tmp_path, monkeypatch):
 
     ours = corpus.engine.steps.Signatures(str(tmp_path / "ours"), DedupConfig())
     reference = Reference(str(tmp_path / "reference"), ours.config, language=corpus.engine.steps._Words())
-    ours.run(Document(text=t, id=t, metadata={"grams": g}) for t, g in texts.items())
+    batches = list(texts.items())
+    ours.run(corpus.engine.steps.Docs(0, list(range(i, i + 4)), [t for t, _ in batches[i:i + 4]],
+                                      grams=[g for _, g in batches[i:i + 4]]) for i in range(0, len(batches), 4))
     reference.run(Document(text=t, id=t) for t in texts)
     files = sorted(p.relative_to(tmp_path / "reference") for p in (tmp_path / "reference").rglob("*.sig"))
     assert len(files) == ours.config.num_buckets
