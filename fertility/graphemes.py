@@ -91,10 +91,10 @@ def cluster_starts(cps: np.ndarray, doc_char_start: np.ndarray) -> np.ndarray:
     starts = np.ones(n, dtype=bool)
     if n == 0:
         return starts
-    flags = _flags_table[cps]
+    flags = _flags_table.take(cps)  # take, not indexing: twice as fast on uint32 code points (no intp copy)
     if flags.min() < _KNOWN:
         _classify(cps)
-        flags = _flags_table[cps]
+        flags = _flags_table.take(cps)
     bounds = doc_char_start[:-1]
     bounds = bounds[bounds < n]
     starts[1:] = (flags[1:] & _JOINS == 0) | (flags[:-1] & _BREAKS_AFTER != 0)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from fertility.scripts import SCRIPT_NAMES, ScriptedBatch, is_mark, is_space, scripted_batch
 from fertility.tokenizers import Tokenizer
+from fertility.tokenizers.base import SEPARATORS_IN_PIECES
 
 N_SCRIPTS = len(SCRIPT_NAMES)
 # Word pre-tokenizers give at least one piece per word (more with punctuation and spaces); phrase pre-tokenizers
@@ -163,6 +165,13 @@ class Batch:
         """The scripts the batch's characters are in (a few)."""
         return np.flatnonzero(self.static["chars"])
 
+    @cached_property
+    def words_are_whitespace_pieces(self) -> bool:
+        """The words are also ``WHITESPACE_PIECES``' matches: no character of the batch is one of the few that
+        ``str.isspace`` and the pattern disagree on."""
+        first, last = SEPARATORS_IN_PIECES
+        return not np.any(self.scripted.cps - first <= last - first)  # uint32: below ``first`` wraps round
+
 
 def prepare_batch(texts: Sequence[str]) -> Batch:
     """Scripts, clusters, characters and words of a batch, as arrays (see the module docstring)."""
@@ -172,19 +181,24 @@ def prepare_batch(texts: Sequence[str]) -> Batch:
     n_bytes = int(sb.char_to_byte[-1])
     byte_char = None
     if n_bytes != n:
+        # a running count of the characters started before each byte: set where characters start when most
+        # are multi-byte (7-9 ms against 18-21 ms for np.repeat on 1 M Bangla characters;
+        # benchmarks/results/2026-12-03-fertility-exact-2/micro.txt), else cleared at the few continuation
+        # bytes (English: 0.7 ms against 1.9 for np.repeat; benchmarks/results/2026-12-04-fertility-spm/micro.txt)
         if n_bytes > 3 * n // 2:
-            # mostly multi-byte characters: a running count of the characters started, 7-9 ms against 18-21 ms
-            # for np.repeat on 1 M Bangla characters; nearly all one byte (English): np.repeat, 2 ms against 4-5
-            # (benchmarks/results/2026-12-03-fertility-exact-2/micro.txt)
             byte_char = np.zeros(n_bytes + 1, dtype=np.int32)
             byte_char[sb.char_to_byte[1:-1]] = 1
-            np.cumsum(byte_char, out=byte_char)
         else:
-            byte_char = np.empty(n_bytes + 1, dtype=np.int32)
-            byte_char[:-1] = np.repeat(np.arange(n, dtype=np.int32), sb.char_bytes)
+            byte_char = np.ones(n_bytes + 1, dtype=np.int32)
+            byte_char[0] = 0
+            wide = np.flatnonzero(sb.char_bytes > 1)
+            extra = sb.char_bytes[wide].astype(np.int64) - 1
+            byte_char[np.repeat(sb.char_to_byte[wide] + 1 - (np.cumsum(extra) - extra), extra)
+                      + np.arange(int(extra.sum()))] = 0
+        np.cumsum(byte_char, out=byte_char)
         byte_char[-1] = n
-    cluster_start_char = np.zeros(n + 1, dtype=bool)
-    cluster_start_char[sb.cluster_start] = True
+    cluster_start_char = np.empty(n + 1, dtype=bool)
+    cluster_start_char[:n] = sb.starts_cluster
     cluster_start_char[sb.doc_char_start] = True
 
     # words: maximal runs of non-space characters within a document
@@ -284,8 +298,15 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
         counts.arrays[name] = arr.copy()
     # The pre-tokenizer's pieces are found on this thread: each library encodes on every core already, and a
     # thread beside it cost CPU time (gpt2 on 1 M Bangla characters: 1.88 s against 1.78 s found here; HF's
-    # thread pool spins while it waits; benchmarks/results/2026-12-03-fertility-exact).
-    pieces = tok.pretokenize_batch(batch.texts)
+    # thread pool spins while it waits; benchmarks/results/2026-12-03-fertility-exact). Pieces between
+    # whitespace are the batch's words, found once for every tokenizer (sentencepiece's pieces of 1 M characters
+    # cost 5 ms; benchmarks/results/2026-12-04-fertility-spm/micro.txt).
+    if tok.splits_on_whitespace and batch.words_are_whitespace_pieces:
+        piece_start, piece_end = batch.word_start, batch.word_end
+    else:
+        starts, ends, per_doc = tok.pretokenize_batch(batch.texts)
+        offset = np.repeat(sb.doc_char_start[:-1], per_doc)
+        piece_start, piece_end = starts + offset, ends + offset
     spans = tok.encode_spans(batch.texts)
     counts.token_total = int(spans.counts.sum())
     if counts.token_total == 0 or n_bytes == 0:
@@ -358,7 +379,7 @@ def count_tokens(tok: Tokenizer, batch: Batch) -> Counts:
         counts.arrays["word_tokens"] = np.bincount(batch.word_script, weights=n_overlap, minlength=N_SCRIPTS)
         counts.arrays["continued_words"] = np.bincount(batch.word_script[n_overlap > 1],
                                                        minlength=N_SCRIPTS).astype(np.float64)
-    _count_pretokens(batch, counts, *pieces)
+    _count_pretokens(batch, counts, piece_start, piece_end)
     return counts
 
 
@@ -373,8 +394,12 @@ def _per_script(values: np.ndarray, scripts: np.ndarray) -> np.ndarray:
 
 
 def _below(values: np.ndarray, limits: np.ndarray, n: int) -> np.ndarray:
-    """For each limit, how many of ``values`` (-1..n) are below it: a running count over the n characters."""
-    return np.cumsum(np.bincount(values + 1, minlength=n + 2))[limits]
+    """For each limit, how many of ``values`` (-1..n) are below it: a running count over the n characters, summed
+    in place (2.5 ms against 4.2 with a second array of n counts, 1 M Bangla characters in exact mode;
+    benchmarks/results/2026-12-04-fertility-spm/micro.txt)."""
+    counts = np.bincount(values + 1, minlength=n + 2)
+    np.cumsum(counts, out=counts)
+    return counts[limits]
 
 
 @dataclass
@@ -428,13 +453,12 @@ def _spread(starts: np.ndarray, ends: np.ndarray, unit_script: Callable[[np.ndar
     return np.bincount(unit_script(units), weights=np.repeat(level[keep], lengths), minlength=N_SCRIPTS)
 
 
-def _count_pretokens(batch: Batch, counts: Counts, starts: np.ndarray, ends: np.ndarray, per_doc: np.ndarray) -> None:
+def _count_pretokens(batch: Batch, counts: Counts, cs: np.ndarray, ce: np.ndarray) -> None:
+    """The pre-tokenizer's pieces (global character offsets ``cs``, ``ce``) attributed to scripts."""
     sb = batch.scripted
     n_chars = sb.cps.size
-    if not per_doc.sum():
+    if not cs.size:
         return
-    offset = np.repeat(sb.doc_char_start[:-1], per_doc)
-    cs, ce = starts + offset, ends + offset
     at = np.minimum(cs, n_chars - 1)
     char_script, runs = sb.char_script, batch.char_runs
     mixed = (ce > cs) & (runs[np.maximum(ce - 1, cs)] != runs[cs])

@@ -31,6 +31,11 @@ BOS_NAMES = ("<|bos|>", "<|begin_of_text|>", "<bos>", "<s>", "[CLS]", "<|endofte
 EOS_NAMES = ("<|eos|>", "<|end_of_text|>", "<eos>", "</s>", "[SEP]", "<|endoftext|>", "<EOT>")
 BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # a byte-fallback piece's spelling
 WHITESPACE_PIECES = regex.compile(r"\S+")  # the pieces of a model with no regex pre-tokenizer
+# The first and last of the only characters str.isspace takes for whitespace and WHITESPACE_PIECES takes into a
+# piece (the information separators: regex's \s is Unicode's White_Space); the pieces of any text without them
+# are its maximal runs of characters that are not str.isspace (tests/fertility/test_tokenizers.py checks every
+# code point).
+SEPARATORS_IN_PIECES = (0x1C, 0x1F)
 
 
 
@@ -117,6 +122,9 @@ class Tokenizer(ABC):
     spec: str = ""
     bos_id: int | None
     eos_id: int | None
+    # its pre-tokenizer's pieces are WHITESPACE_PIECES' matches (:func:`whitespace_pieces`): the analyzer may
+    # take them from the words it finds anyway
+    splits_on_whitespace: bool = False
 
     def __init__(self) -> None:
         self._unk_table = np.zeros(0, dtype=bool)

@@ -33,6 +33,7 @@ class SentencePieceTokenizer(Tokenizer):
     """A sentencepiece model (BPE or unigram), any file name."""
 
     kind = "sentencepiece"
+    splits_on_whitespace = True
 
     def __init__(self, path: Path, name: str) -> None:
         import sentencepiece as spm

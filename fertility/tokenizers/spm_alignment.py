@@ -12,14 +12,16 @@ Most characters are their own replacement, so the map is the identity shifted by
 that are not (a replaced character, a dropped space): those are the only ones looked at one by one. Positions
 are counted with a space as one byte (``▁`` stands for one), as the pieces' lengths are.
 
-A text is aligned here only where every step is the one modelled, and checked: each character is its own chunk
-(no two characters side by side begin a longer key of the map), no character begins a user-defined symbol, each
-character's replacement is one space or holds no space and no ``▁``, no replacement is empty where extra
-whitespace is dropped, and the pieces' lengths add up to the normalised text's. An UNK piece (a model without
-byte fallback) covers the run of chunks with no piece for any of their characters from where it starts, and
-the piece after it must start with the character that ends the run. Any other text is left to the library
-(``ok`` false). A byte piece may end inside a character, where the map says the character's start; only the
-end of a run of byte pieces is read afterwards (``sentencepiece._spread_byte_runs``), which is a character's.
+A text is aligned here only where every step is the one modelled, and checked: each character is its own chunk,
+or two side by side are one (a key of the map that no longer key goes on from, NFKC's "ে" + "া" -> "ো", not
+overlapping another such pair, its replacement holding no space and no ``▁``; any other key longer than one
+character is not modelled), no character begins a user-defined symbol, each character's replacement is one
+space or holds no space and no ``▁``, no replacement is empty where extra whitespace is dropped, and the pieces'
+lengths add up to the normalised text's. An UNK piece (a model without byte fallback) covers the run of chunks
+with no piece for any of their characters from where it starts, and the piece after it must start with the
+character that ends the run. Any other text is left to the library (``ok`` false). A byte piece may end inside
+a character, where the map says the character's start; only the end of a run of byte pieces is read afterwards
+(``sentencepiece._spread_byte_runs``), which is a character's.
 """
 
 from __future__ import annotations
@@ -130,9 +132,12 @@ class Alignment:
         self._first_char = np.array([ord(p[0]) if p else -1 for p in pieces], dtype=np.int64)
         self._flags = np.zeros(_N_CODEPOINTS, dtype=np.uint8)
         self._length = np.zeros(_N_CODEPOINTS, dtype=np.int16)  # its replacement's bytes (a space: one)
-        # the pairs of characters some key of the map starts with, as (first << 21 | second), sorted, and
-        # whether a character is the second of any
+        # the pairs of characters some key of the map starts with, as (first << 21 | second), sorted; the bytes
+        # of the replacement of each that is a chunk of its own (-1: not modelled); whether a character is the
+        # second of any pair
+        self._pair_bytes: dict[int, int] = {}
         self._pairs = np.zeros(0, dtype=np.int64)
+        self._pair_len = np.zeros(0, dtype=np.int64)
         self._second = np.zeros(_N_CODEPOINTS, dtype=bool)
         self._run = np.zeros(_N_CODEPOINTS, dtype=np.int8)  # _PIECELESS / _STOPS / _MIXED of its replacement
         self._rep_first = np.zeros(_N_CODEPOINTS, dtype=np.int32)  # its replacement's first character
@@ -157,7 +162,8 @@ class Alignment:
             following = self._map.next_chars(node) if node >= 0 else []
             if following:
                 flags |= _GOES_ON
-                self._pairs = np.union1d(self._pairs, (cp << 21) | np.array(following, dtype=np.int64))
+                for second in following:
+                    self._pair_bytes[(cp << 21) | second] = self._pair_chunk(data + chr(second).encode())
                 self._second[following] = True
             if rep == b" ":
                 flags |= _SPACE
@@ -169,6 +175,18 @@ class Alignment:
             self._rep_first[cp] = ord(text[0]) if text else -1
             self._run[cp] = self._run_kind(text) if text else _PIECELESS
             self._flags[cp] = flags
+        self._pairs = np.array(sorted(self._pair_bytes), dtype=np.int64)
+        self._pair_len = np.array([self._pair_bytes[k] for k in self._pairs.tolist()], dtype=np.int64)
+
+    def _pair_chunk(self, data: bytes) -> int:
+        """The bytes of the replacement of two characters (``data``) when they are a chunk of their own: a key of
+        the map that no longer key goes on from, replaced by a text the rest of the model holds for (no space,
+        no ``▁``, not empty); else -1."""
+        node, rep = self._map.lookup(data)
+        if rep is None or self._map._children(node) or not rep or len(rep) > _MAX_BYTES \
+                or b" " in rep or SPACE_SYMBOL.encode() in rep:
+            return -1
+        return len(rep)
 
     def spans(self, texts: list[str], ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts, ends, ok): the library's begin and end of each piece (``ids``; ``counts`` per text) in local
@@ -177,10 +195,10 @@ class Alignment:
         joined = "".join(texts)
         cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
         n = cps.size
-        flags = self._flags[cps]
+        flags = self._flags.take(cps)  # take, not indexing: twice as fast on uint32 code points (no intp copy)
         if n and flags.min() < _KNOWN:
             self._classify(cps[flags < _KNOWN])
-            flags = self._flags[cps]
+            flags = self._flags.take(cps)
         doc_char = np.zeros(n_texts + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n_texts), out=doc_char[1:])
         c2b = np.zeros(n + 1, dtype=np.int32 if 4 * n < 2**31 else np.int64)  # see scripts.scripted_batch
@@ -188,22 +206,38 @@ class Alignment:
         doc_byte = c2b[doc_char]
         text_bytes = np.diff(doc_byte)
         bad = np.zeros(n_texts, dtype=bool)
-        odd = np.flatnonzero(flags & (_OTHER | (_EMPTY if self._remove_extra else 0)))
+        # (flatnonzero of bool masks: of the uint8 flags themselves it takes 5 times as long;
+        # benchmarks/results/2026-12-04-fertility-spm/micro.txt, as the figures below)
+        odd = np.flatnonzero((flags & (_OTHER | (_EMPTY if self._remove_extra else 0))) != 0)
         bad[np.searchsorted(doc_char, odd, "right") - 1] = True
-        # a key longer than one character starts somewhere: that text's chunks may not be its characters
-        key_from = np.flatnonzero(flags[:-1] & _GOES_ON)
-        key_from = key_from[self._second[cps[key_from + 1]]]
+        # a key longer than one character starts somewhere: one chunk of two characters where it is a modelled
+        # pair inside one text, of no spaces, overlapping no other (``pair_at``: its first character); elsewhere
+        # that text's chunks may not be what is modelled. Both characters are looked at in one mask: most Latin
+        # letters begin some key, few characters are a key's second, a combining mark (0.9 ms against 4.5 for
+        # the first ones' positions, then their seconds, on 1 M English characters).
+        key_from = np.flatnonzero(self._second.take(cps[1:]) & ((flags[:-1] & _GOES_ON) != 0))
+        pair_at = pair_len = np.zeros(0, dtype=np.int64)
+        pair_text = np.zeros(n_texts, dtype=bool)
         if key_from.size:
             pair = (cps[key_from].astype(np.int64) << 21) | cps[key_from + 1]
-            found = self._pairs[np.searchsorted(self._pairs, pair).clip(max=self._pairs.size - 1)] == pair
-            bad[np.searchsorted(doc_char, key_from[found], "right") - 1] = True
+            at = np.searchsorted(self._pairs, pair).clip(max=self._pairs.size - 1)
+            found = self._pairs[at] == pair
+            pair_at, pair_len = key_from[found], self._pair_len[at[found]]
+            text_of = np.searchsorted(doc_char, pair_at, "right") - 1
+            overlap = np.zeros(pair_at.size + 1, dtype=bool)
+            overlap[1:-1] = pair_at[1:] == pair_at[:-1] + 1
+            unmodelled = ((pair_len < 0) | (pair_at + 1 == doc_char[text_of + 1]) | overlap[1:] | overlap[:-1]
+                          | ((flags[pair_at] | flags[pair_at + 1]) & _SPACE != 0))
+            bad[text_of[unmodelled]] = True
+            pair_at, pair_len = pair_at[~unmodelled], pair_len[~unmodelled]
+            pair_text[text_of[~unmodelled]] = True
 
         # Spaces dropped: after a space or at a text's start, and at its end, where the normalised text then
         # ends at the dropped run's start; the dummy prefix stands where the leading spaces end.
         final = text_bytes.copy()  # what the normalised text's end maps to (local)
         dummy_at = np.zeros(n_texts, dtype=np.int64)
         dropped = np.zeros(0, dtype=np.int64)
-        spaces = np.flatnonzero(flags & _SPACE)
+        spaces = np.flatnonzero((flags & _SPACE) != 0)
         if self._remove_extra and spaces.size:
             first = np.zeros(n + 1, dtype=bool)
             first[doc_char] = True
@@ -230,15 +264,21 @@ class Alignment:
         # text and in the normalised text (dummy prefix left out), and the bytes it gains or loses.
         # masks over the characters, not union1d / isin: their sorts took 2.2 ms against 0.4 ms on 1 M Bangla
         # characters (benchmarks/results/2026-12-03-fertility-exact-2/events.txt)
+        # A pair's first character stands for the pair's replacement, its second for nothing.
         is_event = (flags & _CHANGED) != 0
         is_event[dropped] = True
+        is_event[pair_at] = True
+        is_event[pair_at + 1] = True
         events = np.flatnonzero(is_event)
         event_text = np.searchsorted(doc_char, events, "right") - 1
         out_len = self._length[cps[events]].astype(np.int64)
+        gone = np.zeros(n, dtype=bool)
         if dropped.size:
-            gone = np.zeros(n, dtype=bool)
             gone[dropped] = True
             out_len[gone[events]] = 0
+        if pair_at.size:
+            out_len[np.searchsorted(events, pair_at)] = pair_len
+            out_len[np.searchsorted(events, pair_at + 1)] = 0
         delta = ((flags[events] & _WIDTH) + 1).astype(np.int64) - out_len
         text_delta = np.bincount(event_text, weights=delta, minlength=n_texts).astype(np.int64)
         delta_base = np.cumsum(text_delta) - text_delta
@@ -254,49 +294,58 @@ class Alignment:
         bad[piece_text[plen == -2]] = True
         first_piece = np.cumsum(counts) - counts
         some = counts > 0
+        unk = unk_text = unk_start = np.zeros(0, dtype=np.int64)
         if (plen == -1).any():
-            self._unk_lengths(ids, plen, piece_text, first_piece, bad, cps, flags, doc_char, c2b, doc_byte,
-                              events, before, delta_base, dropped)
+            bad[pair_text & (np.bincount(piece_text[plen == -1], minlength=n_texts) > 0)] = True  # not modelled
+            unk, unk_text, unk_start = self._unk_lengths(ids, plen, piece_text, bad, cps, flags, doc_char, c2b,
+                                                         doc_byte, events, before, delta_base, gone)
         plen = plen.clip(0)
         ends_norm = np.cumsum(plen)
         base = np.zeros(n_texts, dtype=np.int64)
         base[some] = ends_norm[first_piece[some]] - plen[first_piece[some]]
+        bad[unk_text[ends_norm[unk] - plen[unk] - base[unk_text] != unk_start]] = True  # where its run starts
         bad |= np.bincount(piece_text, weights=plen, minlength=n_texts).astype(np.int64) != norm_chars + self._dummy
         begin = ends_norm - plen - np.repeat(base, counts) - self._dummy  # in the text's normalised bytes
-        k = np.searchsorted(event_end, norm_base[piece_text] + begin, "right")
+        # Each piece's begin over the batch's normalised bytes, kept inside its text so that the begins stay in
+        # order (a bad text's pieces may overrun it; a dummy prefix's begin is not read); the events ending by
+        # it counted from the events' side: a few thousand ends looked up among the begins, not every begin
+        # among the ends (0.9 ms against 2.4 on 1 M Bangla characters).
+        where = norm_base[piece_text] + begin.clip(0, np.repeat(norm_chars, counts))
+        k = np.cumsum(np.bincount(np.searchsorted(where, event_end, "left"), minlength=where.size + 1))[:-1]
         shift = before[k] - delta_base[piece_text]
         # inside a chunk that is not its own replacement: that chunk's start
-        inside = k < events.size
-        inside[inside] &= (event_text[k[inside]] == piece_text[inside]) & (event_norm[k[inside]] < begin[inside])
-        at = np.where(inside, event_norm[k.clip(max=max(events.size - 1, 0))] if events.size else begin, begin)
+        at = begin
+        if events.size:
+            last = k.clip(max=events.size - 1)
+            at = np.where((k < events.size) & (event_end[last] - out_len[last] < where), event_norm[last], begin)
         begins = np.where(begin < 0, dummy_at[piece_text], at + shift)
         ends = np.empty_like(begins)
         ends[:-1] = begins[1:]
         ends[(first_piece + counts - 1)[some]] = final[some]
         return begins, ends, ~bad
 
-    def _unk_lengths(self, ids, plen, piece_text, first_piece, bad, cps, flags, doc_char, c2b, doc_byte, events,
-                     before, delta_base, dropped) -> None:
+    def _unk_lengths(self, ids, plen, piece_text, bad, cps, flags, doc_char, c2b, doc_byte, events, before,
+                     delta_base, gone) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each UNK piece's normalised length, in place in ``plen``, from the runs of emitted characters with no
-        piece of their own: the k-th UNK piece of a text is its k-th run, starting where the run starts, and the
-        piece after it starts with the character after the run. A text where that does not hold is ``bad``."""
+        piece of their own (``gone``: the dropped characters): the k-th UNK piece of a text is its k-th run, and
+        the piece after it starts with the character after the run. A text where that does not hold is
+        ``bad``. Returns the UNK pieces of the other texts, their texts and where their runs start (dummy prefix
+        in), for the caller to check that each piece starts there once every length is known."""
         n_texts = doc_char.size - 1
         unk = np.flatnonzero(plen == -1)
         unk_text = piece_text[unk]
         if self._space_run != _STOPS:  # the dummy prefix and spaces would join runs: not modelled
             bad[unk_text] = True
-            return
+            return unk[:0], unk_text[:0], unk[:0]
         # the emitted characters of the texts with UNK pieces, and their texts
         texts = np.unique(unk_text)
         lens = doc_char[texts + 1] - doc_char[texts]
         owner = np.repeat(texts, lens)
         chars = np.arange(int(lens.sum())) + np.repeat(doc_char[texts] - (np.cumsum(lens) - lens), lens)
-        emitted = ~(flags[chars] & _EMPTY).astype(bool)
-        if dropped.size:
-            emitted &= ~np.isin(chars, dropped)
+        emitted = ~((flags[chars] & _EMPTY).astype(bool) | gone[chars])
         chars, owner = chars[emitted], owner[emitted]
         space = (flags[chars] & _SPACE) != 0
-        run = np.where(space, _STOPS, self._run[cps[chars]])
+        run = np.where(space, _STOPS, self._run.take(cps[chars]))
         bad[owner[run == _MIXED]] = True
         pieceless = run == _PIECELESS
         begins_run = pieceless.copy()
@@ -320,20 +369,16 @@ class Alignment:
         last = chars[run_end]
         end_norm = normalised(last, unk_text) + np.where(space[run_end], 1, self._length[cps[last]])
         plen[unk] = end_norm - start_norm
-        # each UNK piece starts where its run does ...
-        known = np.where(plen < 0, 0, plen)
-        ends_norm = np.cumsum(known)
-        at = ends_norm[unk] - known[unk] - (ends_norm[first_piece[unk_text]] - known[first_piece[unk_text]])
-        wrong = at != start_norm
-        # ... and the piece after it starts with the character after the run
+        # the piece after each starts with the character after its run
         after = run_end + 1
         follows = unk + 1 < plen.size
         follows[follows] &= piece_text[(unk + 1)[follows]] == unk_text[follows]
         inside = after < chars.size
         inside[inside] &= owner[after[inside]] == unk_text[inside]
-        wrong |= inside != follows
+        wrong = inside != follows
         both = np.flatnonzero(inside & follows)
         next_char = chars[after[both]]
         expected = np.where(space[after[both]], ord(SPACE_SYMBOL), self._rep_first[cps[next_char]])
         wrong[both] |= expected != self._first_char[ids[unk[both] + 1]]
         bad[unk_text[wrong]] = True
+        return unk, unk_text, start_norm

@@ -1,7 +1,7 @@
 """sentencepiece offsets computed on arrays (fertility.tokenizers.spm_alignment) against the library's own,
 read one text at a time from its protobuf output, on real text of many scripts and on the cases the model of the
 library's normaliser has to get right (dropped, leading and trailing whitespace, replaced characters, UNK runs,
-byte pieces)."""
+byte pieces); and the analyzer's pieces of a sentencepiece model, its words unless a separator tells them apart."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ TRICKY = [
     "  two  spaces ", " lead", "trail ", "end  \t", "\tx", "x", "a\u00a0b", "ﬁne ＡＢＣ", "漢字 emoji 👍🏽",
     "বাংলায়", "য় ড় ঢ়", "ক\u200cষ র\u200d্য", "\u200c\u200cক", "ক\u200c", "a \u3000 b", "x  \u2028 y",
     "a\nb\r\n c", "  ", "্য", "শ্রী ক্ষ", "ஆம் ఆలయం മലയാളം", "Ὀδυσσεύς café", "x\u0301y",
+    # a key of two characters, one chunk ("ে" + "া" is "ো" after NFKC), anywhere in a text
+    "কে\u09be", "ে\u09beক", "কে\u09be  কে\u09be ে\u09be", " ে\u09be\u09be ে", "a কে\u09be ে\u09be। কে\u09be  ",
 ]
-# Texts the arrays do not model, which must be left to the library (a key of two characters: "ে" + "া" is
-# "ো" after NFKC; an empty replacement where extra whitespace is dropped; "▁" in the text).
-NOT_MODELLED = {"nmt_nfkc": ["কে\u09be", "a \u0001 b"], "identity": ["a\u2581b", "x \u2581"]}
+# Texts the arrays do not model, which must be left to the library (a key of three characters: "A" + "̂" + "́"
+# is "Ấ"; a key of two characters in a text with an UNK piece; an empty replacement where extra whitespace is
+# dropped; "▁" in the text).
+NOT_MODELLED = {"nmt_nfkc": ["xA\u0302\u0301", "কে\u09be 漢", "a \u0001 b"], "identity": ["a\u2581b", "x \u2581"]}
 
 
 def library_offsets(tok, text: str) -> list[tuple[int, int]]:
@@ -127,3 +130,16 @@ def test_texts_not_modelled_are_left_to_the_library(nfkc_spm, tmp_path, sample_d
     got, _ = aligned(tok, texts)
     assert got == [None] * len(texts)
     check(tok, texts)
+
+
+def test_pieces_are_the_words_unless_a_separator_is_in_the_batch(nfkc_spm):
+    from fertility.scoring.metrics import count_tokens, prepare_batch
+    from fertility.tokenizers.base import WHITESPACE_PIECES
+
+    plain = ["এক দুই  তিন\n", " x\u00a0y\tz "]
+    for texts, words_are_pieces in ((plain, True), (plain + ["এক দুই\x1cতিন\x1f চার"], False)):
+        batch = prepare_batch(texts)
+        assert batch.words_are_whitespace_pieces is words_are_pieces
+        pieces = sum(len(WHITESPACE_PIECES.findall(t)) for t in texts)
+        assert count_tokens(nfkc_spm, batch).arrays["pretokens"].sum() == pytest.approx(pieces)
+    assert batch.word_start.size == pieces + 1  # "\x1c" is a space to str.isspace, inside a piece to the pattern

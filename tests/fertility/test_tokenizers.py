@@ -437,3 +437,14 @@ def test_a_tokenizer_folder_that_is_not_one_and_a_link_loop_are_named(tmp_path, 
     loop.symlink_to(loop)
     with pytest.raises(TokenizerLoadError, match=r"loop\.json: cannot be read \(Too many levels of symbolic links"):
         load_tokenizer(str(loop))
+
+
+def test_whitespace_pieces_split_where_str_isspace_does_but_at_the_separators():
+    """The analyzer takes a whitespace pre-tokenizer's pieces from its words (runs of non-``str.isspace``)
+    unless a batch holds one of ``SEPARATORS_IN_PIECES``: they must be all the code points the two disagree on."""
+    from fertility.tokenizers.base import SEPARATORS_IN_PIECES, WHITESPACE_PIECES
+
+    differ = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000
+              and (WHITESPACE_PIECES.fullmatch(chr(c)) is None) != chr(c).isspace()]
+    first, last = SEPARATORS_IN_PIECES
+    assert differ == list(range(first, last + 1))
