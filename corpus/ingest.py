@@ -7,7 +7,7 @@ Stages, each a set of datatrove tasks exchanging files in the work folder (any f
 2. ``buckets`` (one task per MinHash band): datatrove's ``MinhashDedupBuckets``, its merge done in numpy
    (``corpus.engine.buckets``), finds the pairs of documents equal in a band;
 3. then, in this process, a small reduce over per-document metadata: exact and near-duplicate decisions
-   (``corpus.quality.dedup``) and the kept documents in canonical order
+   (``corpus.quality.dedup``, the pairs read a block at a time) and the kept documents in canonical order
    (:class:`~corpus.mixture.layout.Ingested`).
 
 A task writes its files and then datatrove marks it complete; a rerun skips completed tasks, so a build
@@ -17,9 +17,9 @@ tasks (``tN/``): a rerun with another ``--tasks`` starts a fresh ingest rather t
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -97,53 +97,72 @@ def _size(url: str) -> int:
     return sum(folder.size(path) for path in folder.list_files()) if folder.isdir("") else 0
 
 
-def _load_npz(folder, path: str) -> dict[str, np.ndarray]:
-    with folder.open(path, "rb") as f, np.load(io.BytesIO(f.read()), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+# Pairs read from a band's file at a time (16 bytes each on disk): a band holds up to one pair per document.
+PAIR_BLOCK = 1 << 20
 
 
-def _pairs(folder, offsets: np.ndarray) -> np.ndarray:
-    """Every pair the bucket stage wrote, as rows of global document indices."""
-    rows = []
-    for path in folder.list_files("minhash/buckets", glob_pattern="*.dups") if folder.isdir("minhash/buckets") else []:
+def _columns(folder, path: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of one ``.npz`` file, read one by one from it (not the whole file first)."""
+    with folder.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
+        return {k: z[k] for k in names}
+
+
+def _pair_blocks(folder, offsets: np.ndarray) -> Iterator[np.ndarray]:
+    """Every pair the bucket stage wrote, as blocks of rows of global document indices, at most
+    ``PAIR_BLOCK`` rows each."""
+    paths = folder.list_files("minhash/buckets", glob_pattern="*.dups") if folder.isdir("minhash/buckets") else []
+    for path in paths:
         with folder.open(path, "rb") as f:
-            data = np.frombuffer(f.read(), dtype="<u4").reshape(-1, 4).astype(np.int64)
-        rows.append(np.stack([offsets[data[:, 0]] + data[:, 1], offsets[data[:, 2]] + data[:, 3]], axis=1))
-    return np.concatenate(rows) if rows else np.zeros((0, 2), dtype=np.int64)
+            while data := f.read(PAIR_BLOCK * 16):
+                rows = np.frombuffer(data, dtype="<u4").reshape(-1, 4)
+                yield np.stack([offsets[rows[:, 0]] + rows[:, 1], offsets[rows[:, 2]] + rows[:, 3]], axis=1)
+
+
+def _kept_columns(folder, metas: list[str], keep: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """The token file, first token and sizes of the rows of ``metas`` (a metadata file per task) that ``keep``
+    (a mask per task) keeps, task after task."""
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in ("file", "start", "tokens", "chars", "bytes", "compare")}
+    for rank, (path, mine) in enumerate(zip(metas, keep, strict=True)):
+        m = _columns(folder, path, ("tokens", "chars", "bytes", "compare"))
+        parts["file"].append(np.full(int(mine.sum()), rank, dtype=np.int64))
+        parts["start"].append((np.cumsum(m["tokens"]) - m["tokens"])[mine])
+        for name, column in m.items():
+            parts[name].append(column[mine])
+    return {name: np.concatenate(p) for name, p in parts.items()}
 
 
 def _reduce(sources: list[TextSource], config: IngestConfig, stage_url: str, tasks: int) -> Ingested:
+    """The duplicate decisions and the table of the kept documents. Every document read has a row in the
+    tasks' metadata, dropped or not, so only what the decisions need (ids, sources, keys) is held for all of
+    them; the other columns are read afterwards for the kept rows alone."""
     from datatrove.io import get_datafolder
 
     folder = get_datafolder(stage_url)
-    metas = [_load_npz(folder, f"docs/{rank:05d}.meta.npz") for rank in range(tasks)]
     counters = [Counter() for _ in sources]
     for rank in range(tasks):
         for step in ("read", "clean"):
             with folder.open(f"counters/{rank:05d}.{step}.json", "r") as f:
                 for c, saved in zip(counters, json.load(f), strict=True):
                     c.update(saved)
-    cat = {k: np.concatenate([m[k] for m in metas]) for k in ("uid", "source", "tokens", "chars", "bytes")}
-    keys = np.ascontiguousarray(np.concatenate([m["keys"] for m in metas]))
-    compare = np.concatenate([m["compare"] for m in metas])
-    file = np.concatenate([np.full(len(m["uid"]), r, dtype=np.int64) for r, m in enumerate(metas)])
-    start = np.concatenate([np.cumsum(m["tokens"]) - m["tokens"] for m in metas])
-    offsets = np.cumsum([0] + [len(m["uid"]) for m in metas])
-    exact = exact_duplicates(cat["uid"], keys) if config.dedup.exact else np.zeros(len(file), dtype=bool)
-    near = near_duplicates(cat["uid"], _pairs(folder, offsets)) if config.dedup.near else np.zeros_like(exact)
+    metas = [f"docs/{rank:05d}.meta.npz" for rank in range(tasks)]
+    parts = [_columns(folder, path, ("uid", "source", "keys")) for path in metas]
+    offsets = np.cumsum([0] + [len(m["uid"]) for m in parts])
+    # Popped: each task's arrays are let go once joined, not held beside the joined ones.
+    uid, source, keys = (np.concatenate([m.pop(name) for m in parts]) for name in ("uid", "source", "keys"))
+    exact = exact_duplicates(uid, keys) if config.dedup.exact else np.zeros(len(uid), dtype=bool)
+    near = near_duplicates(uid, _pair_blocks(folder, offsets)) if config.dedup.near else np.zeros_like(exact)
     near &= ~exact
-    for s in range(len(sources)):
-        mine = cat["source"] == s
-        counters[s]["drop_exact_duplicate"] += int((exact & mine).sum())
-        counters[s]["drop_near_duplicate"] += int((near & mine).sum())
-        counters[s]["documents_kept"] += int((mine & ~exact & ~near).sum())
-    kept = np.flatnonzero(~exact & ~near)
-    kept = kept[np.argsort(cat["uid"][kept], kind="stable")]
+    keep = ~exact & ~near
+    for name, rows in (("drop_exact_duplicate", exact), ("drop_near_duplicate", near), ("documents_kept", keep)):
+        for c, n in zip(counters, np.bincount(source[rows], minlength=len(sources)).tolist(), strict=True):
+            c[name] += n
+    kept = {"source": source[keep], "uid": uid[keep], "keys": keys[keep]}
+    del uid, source, keys
+    kept |= _kept_columns(folder, metas, [keep[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)])
+    order = np.argsort(kept["uid"], kind="stable")  # the kept documents in canonical order
+    columns = {name: column[order] for name, column in kept.items()}
+    # A document's tokens in a shard count its BOS, which the token files do not hold.
+    columns["tokens"] += 1
     states = [SourceIngest(source_name(s), s.lang, {k: v for k, v in sorted(c.items()) if v or k == "bad_utf8"})
               for s, c in zip(sources, counters, strict=True)]
-    # A document's tokens in a shard count its BOS, which the token files do not hold.
-    table = DocTable(source=cat["source"][kept], file=file[kept], uid=cat["uid"][kept], start=start[kept],
-                     tokens=cat["tokens"][kept] + 1, chars=cat["chars"][kept], bytes=cat["bytes"][kept],
-                     compare=compare[kept], keys=keys[kept],
-                     files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)])
-    return Ingested(states, table)
+    return Ingested(states, DocTable(**columns, files=[f"t{tasks}/docs/{rank:05d}.tokens" for rank in range(tasks)]))

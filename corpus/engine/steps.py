@@ -52,6 +52,8 @@ BATCH_CHARS = 1 << 18
 # Shingles per block of the batched MinHash: its temporaries (block x hashes uint64, ~0.5 MB) stay in a core's
 # cache (16,384 rows took twice the time).
 SIGNATURE_BLOCK_ROWS = 1024
+# Signature records gathered at a time when a band's file is ordered and rewritten (about 6 MB).
+WRITE_BLOCK_RECORDS = 1 << 16
 _MERSENNE_PRIME = np.uint64((1 << 61) - 1)  # datatrove's modulus for its 64-bit universal hashing
 _SHIFT = np.uint64(61)
 
@@ -154,7 +156,10 @@ class TokenizeAndStore(PipelineStep):
 
         tok = load_tokenizer(self.tokenizer, self.tokenizer_dir)
         compare = [load_tokenizer(spec, self.tokenizer_dir) for spec in self.compare]
-        meta: dict[str, list] = {k: [] for k in ("uid", "source", "tokens", "chars", "bytes", "keys", "compare")}
+        # per document read (kept or not), so in compact arrays: Python lists of ints cost ~125 bytes a document
+        meta: dict[str, array | bytearray] = {k: array("q") for k in ("uid", "source", "tokens", "chars", "bytes",
+                                                                      "compare")}
+        meta["keys"] = bytearray()
         folder = get_datafolder(self.work_url)
         encoding = 0.0  # this thread's CPU seconds in the tokenizers: what a build costs beyond tokenization
         # A task owns one core (tasks = cores locally, one CPU per task on Ray): the tokenizer encodes on this
@@ -168,26 +173,28 @@ class TokenizeAndStore(PipelineStep):
                 self._store(docs, ids, counts, out, meta)
                 docs.keys = []
                 yield docs
-        arrays = {k: np.array(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
-        arrays["keys"] = np.frombuffer(b"".join(meta["keys"]), dtype=np.uint8).reshape(-1, 16)
-        arrays["compare"] = np.array(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
+        arrays = {k: np.frombuffer(v, dtype=np.int64) for k, v in meta.items() if k not in ("keys", "compare")}
+        arrays["keys"] = np.frombuffer(meta["keys"], dtype=np.uint8).reshape(-1, 16)
+        arrays["compare"] = np.frombuffer(meta["compare"], dtype=np.int64).reshape(len(meta["uid"]), len(compare))
         with folder.open(f"docs/{rank:05d}.meta.npz", "wb") as f:
             f.write(_npz_bytes(**arrays))
         with folder.open(f"counters/{rank:05d}.tokenize.json", "w") as f:
             json.dump({"tokenizer_cpu_seconds": encoding}, f)
 
-    def _store(self, docs: Docs, ids: list[list[int]], counts: list[list[int]], out, meta: dict[str, list]) -> None:
+    def _store(self, docs: Docs, ids: list[list[int]], counts: list[list[int]], out,
+               meta: dict[str, array | bytearray]) -> None:
         flat = array("I")  # array.extend converts each list in C: faster than np.fromiter over a chain
         for tokens in ids:
             flat.extend(tokens)
         out.write(np.frombuffer(flat, dtype=np.uint32).astype("<u4", copy=False).tobytes())
-        meta["uid"] += docs.uids
-        meta["source"] += [docs.source] * len(docs)
-        meta["tokens"] += [len(tokens) for tokens in ids]
-        meta["chars"] += [len(text) for text in docs.texts]
-        meta["bytes"] += [len(text.encode("utf-8")) for text in docs.texts]
-        meta["keys"] += docs.keys
-        meta["compare"] += zip(*counts, strict=True) if counts else [()] * len(docs)
+        meta["uid"].extend(docs.uids)
+        meta["source"].extend([docs.source] * len(docs))
+        meta["tokens"].extend([len(tokens) for tokens in ids])
+        meta["chars"].extend([len(text) for text in docs.texts])
+        meta["bytes"].extend([len(text.encode("utf-8")) for text in docs.texts])
+        meta["keys"] += b"".join(docs.keys)
+        for row in zip(*counts, strict=True):  # a document's counts, one per comparison tokenizer
+            meta["compare"].extend(row)
         self.stat_update("tokens", value=len(flat))
 
 
@@ -229,7 +236,7 @@ class Signatures(MinhashDedupSignature):
     A batch's signatures are computed in one numpy pass (datatrove's formula, value for value) and written to
     datatrove's bucket files in its record format, one array per bucket (datatrove's loop packs every
     document's signature with ``struct``, bucket by bucket: a third of this stage's time); each file is then
-    sorted as datatrove sorts it, by hashes then document (:func:`sorted_records`).
+    sorted as datatrove sorts it, by hashes then document (:func:`sorted_order`).
     """
 
     def __init__(self, output_folder: str, dedup: DedupConfig):
@@ -297,23 +304,39 @@ class Signatures(MinhashDedupSignature):
                 path = f"bucket_{bi:03d}/{rank:05d}.minhash.sig"
                 with self.output_folder.open(path, "rb") as f:
                     records = np.frombuffer(f.read(), dtype=record)
+                order = sorted_order(records)
+                # written a block at a time: a sorted copy of the whole file beside it doubled the task's peak
                 with self.output_folder.open(path, "wb") as f:
-                    f.write(sorted_records(records).tobytes())
+                    for lo in range(0, len(order), WRITE_BLOCK_RECORDS):
+                        f.write(records[order[lo:lo + WRITE_BLOCK_RECORDS]].tobytes())
+                del records, order
 
 
-def sorted_records(records: np.ndarray) -> np.ndarray:
-    """Signature records (fields ``hashes`` and ``doc``) in datatrove's order: by their hashes, then document.
-    Sorted by the first hash alone, then only the runs that tie on it by all fields: first hashes are 61-bit
-    values that rarely tie, and datatrove's sort over every field (a structured sort) took 5 times as long."""
-    out = records[np.argsort(records["hashes"][:, 0], kind="stable")]
-    first = out["hashes"][:, 0]
-    tied = np.flatnonzero(first[1:] == first[:-1])
-    if len(tied):
-        # the tied runs stay where they are (the first hash leads the full sort); each is ordered within
-        rows = np.union1d(tied, tied + 1)
-        runs = out[rows]
-        out[rows] = runs[np.lexsort((runs["doc"], *runs["hashes"].T[::-1]))]
-    return out
+def sorted_order(records: np.ndarray) -> np.ndarray:
+    """The order of signature records (fields ``hashes`` and ``doc``) that datatrove's sort gives: by their
+    hashes, then document. Sorted by the first hash alone, then only the runs that tie on it and are not yet in
+    order by all fields: first hashes are 61-bit values that rarely tie, and datatrove's sort over every field
+    (a structured sort) took 5 times as long. Runs of copies (every hash equal) come from the step in document
+    order and stay as the stable sort leaves them: sorting those too took most of the step on input with many
+    duplicates. Only index arrays and a block of records at a time are made, not a sorted copy of the records."""
+    order = np.argsort(records["hashes"][:, 0], kind="stable")
+    tied = np.flatnonzero(records["hashes"][order[1:], 0] == records["hashes"][order[:-1], 0])
+    if not len(tied):
+        return order
+    in_order = np.empty(len(tied), dtype=bool)  # each tie already in datatrove's order
+    for lo in range(0, len(tied), WRITE_BLOCK_RECORDS):
+        at = tied[lo:lo + WRITE_BLOCK_RECORDS]
+        a, b = records[order[at]], records[order[at + 1]]
+        in_order[lo:lo + len(at)] = (a["hashes"] == b["hashes"]).all(axis=1) & (a["doc"] < b["doc"])
+    run = np.cumsum(np.concatenate(([True], np.diff(tied) != 1)))  # the run of equal first hashes of each tie
+    rows = np.flatnonzero(np.isin(run, run[~in_order]))  # ties in runs that need sorting
+    if len(rows):
+        # each such run, from its first tie to the record after its last, ordered within (it stays where it is:
+        # the first hash leads the full sort)
+        at = np.union1d(tied[rows], tied[rows] + 1)
+        runs = records[order[at]]
+        order[at] = order[at][np.lexsort((runs["doc"], *runs["hashes"].T[::-1]))]
+    return order
 
 
 class FaultPoint(PipelineStep):

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,17 +74,24 @@ def exact_duplicates(uids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def near_duplicates(uids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """True for every document in a cluster (connected component of ``pairs``, rows of document indices) that
-    is not the cluster's document with the smallest canonical id."""
-    n = len(uids)
-    if not len(pairs):
-        return np.zeros(n, dtype=bool)
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+def near_duplicates(uids: np.ndarray, pair_blocks: Iterable[np.ndarray]) -> np.ndarray:
+    """True for every document in a cluster (connected component of all the pairs of ``pair_blocks``, each
+    a block of rows of document indices) that is not the cluster's document with the smallest canonical id.
 
-    graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-    _, label = connected_components(graph, directed=False)
-    first = np.full(label.max() + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    The pairs grow with the duplicates (up to one per document per band), so they are never held whole: each
+    block joins the components found so far. ``label`` maps a document to its component; a block's pairs,
+    mapped to components, are the edges of a graph over the components, whose own components are those of all
+    the pairs read so far."""
+    label = np.arange(len(uids))
+    for pairs in pair_blocks:
+        if not len(pairs):
+            continue
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        edges = (np.ones(len(pairs), dtype=np.int8), (label[pairs[:, 0]], label[pairs[:, 1]]))
+        _, merged = connected_components(coo_matrix(edges, shape=(len(uids), len(uids))), directed=False)
+        label = merged[label]
+    first = np.full(len(uids), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, label, uids)
     return uids != first[label]

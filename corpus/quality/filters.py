@@ -238,8 +238,13 @@ class RepeatedNgrams(Filter):
                       "shingles where they agree)", flag=False))
 
     def drops(self, docs: Batch, config: CleanConfig) -> np.ndarray:
-        return np.array([covered_share(g, w.count, config.ngram) > config.max_dup_ngram_share
-                         for w, g in zip(docs.words, docs.grams, strict=True)], dtype=bool)
+        n = config.ngram
+        out = np.zeros(len(docs.texts), dtype=bool)
+        # a document of fewer than 2n words has no repeat to measure (covered_share's 0): most short ones
+        counts = np.fromiter((w.count for w in docs.words), dtype=np.int64, count=len(docs.words))
+        for i in np.flatnonzero(counts >= 2 * n).tolist():
+            out[i] = covered_share(docs.grams[i], docs.words[i].count, n) > config.max_dup_ngram_share
+        return out
 
 
 register(RepeatedNgrams())

@@ -45,8 +45,27 @@ def test_exact_duplicates_keep_the_smallest_id_in_any_order():
 def test_near_duplicates_keep_the_smallest_id_of_each_cluster():
     uids = np.array([10, 4, 8, 2, 6])
     pairs = np.array([[0, 1], [1, 2], [3, 4]])  # clusters {10, 4, 8} and {2, 6}
-    assert near_duplicates(uids, pairs).tolist() == [True, False, True, False, True]
-    assert not near_duplicates(uids, np.zeros((0, 2), dtype=np.int64)).any()
+    assert near_duplicates(uids, [pairs]).tolist() == [True, False, True, False, True]
+    assert not near_duplicates(uids, [np.zeros((0, 2), dtype=np.int64)]).any()
+    assert not near_duplicates(uids, []).any()
+
+
+def test_near_duplicate_clusters_join_across_blocks():
+    # A cluster's pairs may come in different blocks (bands, parts of a band): the components are those of
+    # all the pairs, whatever the blocks, and their order.
+    gen = np.random.default_rng(0)
+    uids = gen.permutation(200) * 3
+    pairs = gen.integers(0, 200, size=(150, 2))
+    whole = near_duplicates(uids, [pairs])
+    for cuts in ([1], [37, 38, 90], list(range(1, 150, 7))):
+        blocks = np.split(pairs, cuts)
+        assert near_duplicates(uids, blocks).tolist() == whole.tolist()
+        assert near_duplicates(uids, blocks[::-1]).tolist() == whole.tolist()
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    _, label = connected_components(coo_matrix((np.ones(150), pairs.T), shape=(200, 200)), directed=False)
+    assert whole.tolist() == [u != uids[label == c].min() for u, c in zip(uids, label, strict=True)]
 
 
 def test_bands_are_datasketch_choice():
@@ -56,8 +75,12 @@ def test_bands_are_datasketch_choice():
         assert bands(threshold, 64) == tuple(_optimal_param(threshold, 64, 0.5, 0.5))
 
 
-@pytest.mark.parametrize("tasks", [1, 2])
-def test_pipeline_drops_near_and_exact_duplicates(sample_dir, tmp_path, tasks):
+@pytest.mark.parametrize(("tasks", "pair_block"), [(1, 1 << 20), (2, 1 << 20), (2, 1)])
+def test_pipeline_drops_near_and_exact_duplicates(sample_dir, tmp_path, monkeypatch, tasks, pair_block):
+    # pair_block 1: the bands' pairs read one at a time, each joining the clusters found so far.
+    import corpus.ingest
+
+    monkeypatch.setattr(corpus.ingest, "PAIR_BLOCK", pair_block)
     docs = [p for p in _paragraphs(sample_dir / "en" / "wiki-en-chinapedia.txt.gz", 80) if len(p.split()) > 60][:12]
     edited = " ".join(docs[3].split()[:-1] + ["changed"])  # one word of many
     texts = docs + [edited, docs[5].upper()]
