@@ -34,6 +34,19 @@ install: $(BIN)/.core
 
 install-dev: $(BIN)/.installed browser
 
+# The report's and the explorer's browser tests (tests/fertility/present/) need Chromium and a font with Bengali
+# glyphs: Debian's packages, installed as root where apt-get exists; elsewhere those tests skip, saying why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=bn 2>/dev/null | grep -q .; then \
+		echo "chromium and a Bengali font: already installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			chromium fonts-beng-extra; \
+	else \
+		echo "chromium or a Bengali font is missing and apt-get as root is not available:" \
+			"the browser tests of tests/fertility/present will skip"; \
+	fi
+
 demo: install
 	PATH="$(abspath $(BIN)):$$PATH" bash scripts/demo.sh
 

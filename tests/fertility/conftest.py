@@ -42,10 +42,10 @@ LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backgro
 def browser_page():
     """``with browser_page(width, height) as (page, problems, dialogs)``: a page in the system's headless
     Chromium (Playwright), with every console error or warning, page error and dialog collected, for the
-    caller to assert empty. Skips where Chromium or Playwright is missing (``make install`` brings both)."""
+    caller to assert empty. Skips where Chromium or Playwright is missing (``make test`` brings both)."""
     if CHROMIUM is None:
-        pytest.skip("no chromium on PATH (make install installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is installed by make install")
+        pytest.skip("no chromium on PATH (make test installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is installed by make test")
 
     @contextmanager
     def open_page(width: int, height: int):
