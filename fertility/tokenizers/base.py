@@ -135,8 +135,10 @@ class Tokenizer(ABC):
         """Token ids of each text (batched; no special tokens added)."""
 
     @abstractmethod
-    def encode_spans(self, texts: Sequence[str]) -> Spans:
-        """The batch's tokens with byte spans, flattened (same ids as :meth:`encode_ids`)."""
+    def encode_spans(self, texts: Sequence[str], text_bytes: np.ndarray | None = None) -> Spans:
+        """The batch's tokens with byte spans, flattened (same ids as :meth:`encode_ids`). ``text_bytes``: each
+        text's UTF-8 length (int64), where the caller has it already (the analyzer's batch layout); an adapter
+        that needs it counts it otherwise."""
 
     @abstractmethod
     def decode(self, ids: Sequence[int]) -> str:
@@ -181,7 +183,7 @@ class Tokenizer(ABC):
             size = int(ids.max()) + 1
             self._unk_table = np.pad(self._unk_table, (0, size - self._unk_table.size))
             self._byte_table = np.pad(self._byte_table, (0, size - self._byte_table.size))
-        return self._unk_table[ids], self._byte_table[ids]
+        return self._unk_table.take(ids), self._byte_table.take(ids)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, kind={self.kind!r}, vocab_size={self.vocab_size})"
@@ -218,6 +220,11 @@ class Format:
     def generic_names(self) -> set[str]:
         """The file names that name this layout rather than a tokenizer (a tokenizer is named after its folder)."""
         return {p for p in (*self.in_folder, *self.companions) if not any(c in p for c in "*?[")}
+
+
+def byte_lengths(texts: Sequence[str]) -> np.ndarray:
+    """Each text's UTF-8 length (int64)."""
+    return np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
 
 
 def flatten(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:

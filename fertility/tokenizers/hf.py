@@ -21,6 +21,7 @@ from fertility.tokenizers.base import (
     Spans,
     Tokenizer,
     TokenizerLoadError,
+    byte_lengths,
     char_to_byte_spans,
     close_gaps,
     first_id,
@@ -117,16 +118,17 @@ class HFTokenizer(Tokenizer):
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self._tok.encode_batch_fast(list(texts), add_special_tokens=False)]
 
-    def encode_spans(self, texts: Sequence[str]) -> Spans:
+    def encode_spans(self, texts: Sequence[str], text_bytes: np.ndarray | None = None) -> Spans:
         texts = list(texts)
-        text_bytes = _utf8_lengths(texts)
+        if text_bytes is None:
+            text_bytes = byte_lengths(texts)
         normed = None
         if self._byte_level:
             # The normalised text, when the normaliser changes some text's UTF-8 length (decided before
             # encoding, which spares encoding the batch twice, fast and then with offsets, when it does not).
             norm = self._tok.normalizer
             normed = [norm.normalize_str(t) for t in texts] if norm is not None else texts
-            normed_bytes = _utf8_lengths(normed) if norm is not None else text_bytes
+            normed_bytes = byte_lengths(normed) if norm is not None else text_bytes
             if np.array_equal(normed_bytes, text_bytes):
                 ids, counts = flatten(self.encode_ids(texts))
                 starts, ends = tile(self._byte_len[ids], counts)
@@ -252,10 +254,6 @@ TOKENIZER_JSON = Format("HF tokenizer.json", load_tokenizer_json, in_folder=("to
 VOCAB_MERGES = Format("GPT-2 style vocab.json + merges.txt", load_vocab_merges, in_folder=("vocab.json",),
                       companions=("merges.txt",), names=("vocab.json",))
 WORDPIECE = Format("WordPiece vocab.txt", load_wordpiece, in_folder=("vocab.txt",), suffixes=(".txt",))
-
-
-def _utf8_lengths(texts: Sequence[str]) -> np.ndarray:
-    return np.fromiter((len(t.encode()) for t in texts), dtype=np.int64, count=len(texts))
 
 
 def _per_text(lengths: np.ndarray, counts: np.ndarray) -> np.ndarray:

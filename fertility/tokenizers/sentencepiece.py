@@ -16,6 +16,7 @@ from fertility.tokenizers.base import (
     Spans,
     Tokenizer,
     TokenizerLoadError,
+    byte_lengths,
     flatten,
     in_one_thread,
     sha256_files,
@@ -63,7 +64,7 @@ class SentencePieceTokenizer(Tokenizer):
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         return self._sp.encode(list(texts), add_bos=False, add_eos=False, num_threads=1 if in_one_thread() else None)
 
-    def encode_spans(self, texts: Sequence[str]) -> Spans:
+    def encode_spans(self, texts: Sequence[str], text_bytes: np.ndarray | None = None) -> Spans:
         """Spans from each piece's byte length (``▁`` is one space byte, a byte piece one byte), laid end to
         end: exact whenever they add up to the text's bytes (plus the dummy-prefix space), i.e. when the
         normaliser changed no length and no piece is UNK. The other texts take the library's offsets: computed
@@ -73,7 +74,7 @@ class SentencePieceTokenizer(Tokenizer):
         texts = list(texts)
         ids_lists = self._sp.encode(texts, add_bos=False, add_eos=False)
         ids, counts = flatten(ids_lists)
-        lengths = self._piece_bytes[ids]
+        lengths = self._piece_bytes.take(ids)
         ends = np.cumsum(lengths)
         first = np.cumsum(counts) - counts
         base = np.zeros(counts.size, dtype=np.int64)
@@ -81,7 +82,8 @@ class SentencePieceTokenizer(Tokenizer):
         base[nonempty] = ends[first[nonempty]] - lengths[first[nonempty]]
         prefix = np.zeros(counts.size, dtype=np.int64)
         prefix[nonempty] = self._starts_with_space[ids[first[nonempty]]]
-        text_bytes = np.fromiter((len(t.encode("utf-8")) for t in texts), dtype=np.int64, count=len(texts))
+        if text_bytes is None:
+            text_bytes = byte_lengths(texts)
         # a leading space may be the text's or the dummy prefix's (and a normaliser may drop it): ask the library
         lead_space = np.fromiter((t[:1].isspace() for t in texts), dtype=bool, count=len(texts))
         # each text's bytes read off the running sum, and its UNK pieces found where they are, not summed per
@@ -93,9 +95,11 @@ class SentencePieceTokenizer(Tokenizer):
         has_unk = np.zeros(counts.size, dtype=bool)
         has_unk[np.searchsorted(np.cumsum(counts), np.flatnonzero(unk), "right")] = True
         bad = (totals != text_bytes + prefix) | has_unk | lead_space
-        shift = np.repeat(base + prefix, counts)
-        ends = (ends - shift).clip(0)
-        starts = (ends - lengths).clip(0)
+        # in place, and only the begins clipped: a good text's ends are never negative (a first piece holds the
+        # dummy prefix it stands for), a bad text's are replaced below; a dummy prefix on its own begins at -1
+        ends -= np.repeat(base + prefix, counts)
+        starts = ends - lengths
+        np.maximum(starts, 0, out=starts)
         if bad.any():
             in_bad = np.repeat(bad, counts)
             starts[in_bad], ends[in_bad] = self._offsets([texts[i] for i in np.flatnonzero(bad).tolist()],

@@ -290,7 +290,7 @@ class Alignment:
         event_end = norm_base[event_text] + event_norm + out_len  # over the batch, in order
 
         piece_text = np.repeat(np.arange(n_texts), counts)
-        plen = self._norm_len[ids]
+        plen = self._norm_len.take(ids)
         bad[piece_text[plen == -2]] = True
         first_piece = np.cumsum(counts) - counts
         some = counts > 0
@@ -304,21 +304,32 @@ class Alignment:
         base = np.zeros(n_texts, dtype=np.int64)
         base[some] = ends_norm[first_piece[some]] - plen[first_piece[some]]
         bad[unk_text[ends_norm[unk] - plen[unk] - base[unk_text] != unk_start]] = True  # where its run starts
-        bad |= np.bincount(piece_text, weights=plen, minlength=n_texts).astype(np.int64) != norm_chars + self._dummy
-        begin = ends_norm - plen - np.repeat(base, counts) - self._dummy  # in the text's normalised bytes
+        # each text's normalised bytes read off the running sum, not summed per piece by a bincount
+        total = np.zeros(n_texts, dtype=np.int64)
+        total[some] = ends_norm[(first_piece + counts - 1)[some]] - base[some]
+        bad |= total != norm_chars + self._dummy
+        # Per piece: the texts' values spread by np.repeat, not gathered through piece_text, and the few begins
+        # inside a chunk or in the dummy prefix set afterwards, not chosen by np.where over every piece: fewer
+        # arrays as long as the pieces. With the masks of _unk_lengths and the totals above, the same time where
+        # memory is at hand, less where each call's arrays come fresh from the system (1 M Bangla characters:
+        # 10.6 ms both, 22 -> 18-19 ms; benchmarks/results/2026-12-04-fertility-spm-2/README.md).
+        begin = ends_norm - plen  # in the text's normalised bytes
+        begin -= np.repeat(base + self._dummy, counts)
         # Each piece's begin over the batch's normalised bytes, kept inside its text so that the begins stay in
         # order (a bad text's pieces may overrun it; a dummy prefix's begin is not read); the events ending by
         # it counted from the events' side: a few thousand ends looked up among the begins, not every begin
         # among the ends (0.9 ms against 2.4 on 1 M Bangla characters).
-        where = norm_base[piece_text] + begin.clip(0, np.repeat(norm_chars, counts))
+        where = begin.clip(0, np.repeat(norm_chars, counts))
+        where += np.repeat(norm_base, counts)
         k = np.cumsum(np.bincount(np.searchsorted(where, event_end, "left"), minlength=where.size + 1))[:-1]
-        shift = before[k] - delta_base[piece_text]
-        # inside a chunk that is not its own replacement: that chunk's start
-        at = begin
-        if events.size:
+        begins = begin + before[k]
+        begins -= np.repeat(delta_base, counts)
+        if events.size:  # inside a chunk that is not its own replacement: that chunk's start
             last = k.clip(max=events.size - 1)
-            at = np.where((k < events.size) & (event_end[last] - out_len[last] < where), event_norm[last], begin)
-        begins = np.where(begin < 0, dummy_at[piece_text], at + shift)
+            inside = np.flatnonzero((k < events.size) & ((event_end - out_len)[last] < where))
+            begins[inside] += event_norm[last[inside]] - begin[inside]
+        lead = np.flatnonzero(begin < 0)  # in the dummy prefix
+        begins[lead] = dummy_at[piece_text[lead]]
         ends = np.empty_like(begins)
         ends[:-1] = begins[1:]
         ends[(first_piece + counts - 1)[some]] = final[some]
@@ -337,13 +348,17 @@ class Alignment:
         if self._space_run != _STOPS:  # the dummy prefix and spaces would join runs: not modelled
             bad[unk_text] = True
             return unk[:0], unk_text[:0], unk[:0]
-        # the emitted characters of the texts with UNK pieces, and their texts
+        # the emitted characters of the texts with UNK pieces, and their texts: masks over every character, not
+        # each of those texts' characters gathered (no arrays of their positions, then of their flags, to pick
+        # from; see spans)
         texts = np.unique(unk_text)
-        lens = doc_char[texts + 1] - doc_char[texts]
-        owner = np.repeat(texts, lens)
-        chars = np.arange(int(lens.sum())) + np.repeat(doc_char[texts] - (np.cumsum(lens) - lens), lens)
-        emitted = ~((flags[chars] & _EMPTY).astype(bool) | gone[chars])
-        chars, owner = chars[emitted], owner[emitted]
+        has_unk = np.zeros(n_texts, dtype=bool)
+        has_unk[texts] = True
+        emitted = np.repeat(has_unk, np.diff(doc_char))
+        emitted &= (flags & _EMPTY) == 0
+        emitted &= ~gone
+        chars = np.flatnonzero(emitted)
+        owner = np.repeat(texts, np.diff(np.append(np.searchsorted(chars, doc_char[texts]), chars.size)))
         space = (flags[chars] & _SPACE) != 0
         run = np.where(space, _STOPS, self._run.take(cps[chars]))
         bad[owner[run == _MIXED]] = True

@@ -156,7 +156,7 @@ class TiktokenTokenizer(Tokenizer):
             return [self._enc.encode_ordinary(t) for t in texts]
         return self._enc.encode_ordinary_batch(list(texts))
 
-    def encode_spans(self, texts: Sequence[str]) -> Spans:
+    def encode_spans(self, texts: Sequence[str], text_bytes: np.ndarray | None = None) -> Spans:
         # The same per-text encoding as encode_ordinary_batch, in one task per worker rather than one per text:
         # tiktoken's batch call spends more CPU on its per-text thread-pool tasks than on short texts' BPE.
         texts = list(texts)

@@ -137,7 +137,9 @@ def test_pieces_are_the_words_unless_a_separator_is_in_the_batch(nfkc_spm):
     from fertility.tokenizers.base import WHITESPACE_PIECES
 
     plain = ["এক দুই  তিন\n", " x\u00a0y\tz "]
-    for texts, words_are_pieces in ((plain, True), (plain + ["এক দুই\x1cতিন\x1f চার"], False)):
+    # (no character below U+0020: decided by the minimum alone)
+    for texts, words_are_pieces in (([""], True), (["এক দুই  তিন"], True), (plain, True),
+                                    (plain + ["এক দুই\x1cতিন\x1f চার"], False)):
         batch = prepare_batch(texts)
         assert batch.words_are_whitespace_pieces is words_are_pieces
         pieces = sum(len(WHITESPACE_PIECES.findall(t)) for t in texts)

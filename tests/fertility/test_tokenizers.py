@@ -286,6 +286,26 @@ def test_sentencepiece_spans_from_lengths_equal_the_librarys_offsets(shared_tok,
         assert np.array_equal(getattr(fast, field), getattr(library, field)), field
 
 
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["gpt2", "o200k_base", "bnlp-bn-spm", "qwen2.5", "bangla-bert-base"])
+def test_spans_given_the_texts_bytes_equal_those_counted_by_the_adapter(shared_tok, sample_dir, name):
+    import numpy as np
+
+    from fertility.scoring.metrics import prepare_batch
+    from fertility.text import iter_documents
+    from fertility.tokenizers.base import byte_lengths
+
+    tok = shared_tok(name)
+    docs = [d.text for p in ("bn/literature-bnarchive.txt.gz", "en/wiki-en-chinapedia.txt.gz")
+            for d in iter_documents(str(sample_dir / p), max_chars=20_000)]
+    docs += ["  two  spaces ", "ﬁne ＡＢＣ", "漢字 emoji 👍🏽", " lead", "\tx", "a\u00a0b", "x", "", "Ｑé"]
+    layout = np.diff(prepare_batch(docs).scripted.doc_byte_start).astype(np.int64)  # what count_tokens passes
+    assert np.array_equal(layout, byte_lengths(docs))
+    given, counted = tok.encode_spans(docs, layout), tok.encode_spans(docs)
+    for field in ("ids", "starts", "ends", "counts", "unk", "byte_fallback"):
+        assert np.array_equal(getattr(given, field), getattr(counted, field)), field
+
+
 def test_one_thread_encodes_the_same_ids_on_the_calling_thread(gpt2, o200k, monkeypatch):
     from fertility.tokenizers import base, one_thread
 

@@ -49,7 +49,7 @@ class RegexTokenizer(Tokenizer):
                 out.append((self._id(piece), start, start + len(piece.encode()), False, False))
         return out
 
-    def encode_spans(self, texts):
+    def encode_spans(self, texts, text_bytes=None):
         encoded = [self._encode(t) for t in texts]
         flat = np.array(list(chain.from_iterable(encoded)), dtype=np.int64).reshape(-1, 5)
         return Spans(flat[:, 0], flat[:, 1], flat[:, 2], np.array([len(e) for e in encoded]),
