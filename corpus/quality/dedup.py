@@ -86,6 +86,7 @@ def near_duplicates(uids: np.ndarray, pair_blocks: Iterable[np.ndarray]) -> np.n
     for pairs in pair_blocks:
         if not len(pairs):
             continue
+        # imported with the first pairs, not with the module: scipy costs a build with none 0.2 s of start-up
         from scipy.sparse import coo_matrix
         from scipy.sparse.csgraph import connected_components
 
