@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,8 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_corpus  # noqa: E402
+from floor import child_cpu  # noqa: E402
 
 PIPELINE = r'''
 import sys, unicodedata
@@ -77,11 +77,7 @@ def write_input(files: list[tuple[str, Path]], max_chars: int, tmp: Path) -> Non
 def cpu_of(tmp: Path, which: str) -> float:
     for folder in ("sig", "tok", "logs"):
         shutil.rmtree(tmp / folder, ignore_errors=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", PIPELINE, str(tmp), which], check=True, cwd=ROOT,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return child_cpu([sys.executable, "-c", PIPELINE, str(tmp), which])
 
 
 def main() -> None:

@@ -70,8 +70,9 @@ def _steps(files: list[tuple[str, Path]], max_chars: int, repeat: int) -> dict[s
     texts = read()
     batches = [texts[i:i + BATCH_DOCS] for i in range(0, len(texts), BATCH_DOCS)]
     grams = [ngram_hashes_batch([w.hashes for w in words_batch(b)], 5) for b in batches]
-    signatures = Signatures(tempfile.mkdtemp(prefix="floor-"), DedupConfig())
     out: dict[str, list[float]] = {"read": [], "nfc": [], "minhash": []}
+    with tempfile.TemporaryDirectory(prefix="floor-") as folder:  # the step's output folder; nothing is written
+        signatures = Signatures(folder, DedupConfig())
     for _ in range(repeat):
         start = time.process_time()
         read()
@@ -92,13 +93,18 @@ def steps(files, max_chars, repeat):
         return pool.submit(_steps, files, max_chars, repeat).result()
 
 
-def start_up() -> float:
-    """CPU seconds of a fresh Python importing what a build cannot do without."""
+def child_cpu(argv: list[str]) -> float:
+    """CPU seconds (user and system) of running ``argv`` to its end in the checkout, its output discarded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "import numpy, regex, tokenizers; import datatrove.executor; "
-                    "import matplotlib.figure"], check=True, cwd=ROOT)
+    subprocess.run(argv, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def start_up() -> float:
+    """CPU seconds of a fresh Python importing what a build cannot do without."""
+    return child_cpu([sys.executable, "-c", "import numpy, regex, tokenizers; import datatrove.executor; "
+                      "import matplotlib.figure"])
 
 
 def main() -> None:
